@@ -1,0 +1,3 @@
+from sagelib.cli import main
+
+raise SystemExit(main())

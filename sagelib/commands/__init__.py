@@ -1,0 +1,1 @@
+"""Subcommands of the `sagelib` command, one module each (see sagelib/cli.py)."""
