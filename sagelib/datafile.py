@@ -1,0 +1,71 @@
+"""Shared pieces of the committed records: errors that point at a line, hashing, paths.
+
+The prior-work table, the experiment log and the reference inventory are files a
+person may open and edit. When one of them is wrong, the error says which file,
+which line, what was expected and how to fix it: :class:`DataFileError`.
+Artifacts are named by repository-relative paths; :func:`repo_relative`
+refuses anything that resolves outside the repository.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+class DataFileError(ValueError):
+    """A record file is malformed; the message names file, line, problem and fix."""
+
+    def __init__(self, file: Path | str, line: int | None, problem: str, fix: str):
+        self.file = str(file)
+        self.line = line
+        self.problem = problem
+        self.fix = fix
+        where = f"{self.file} line {line}" if line is not None else self.file
+        super().__init__(f"{where}: {problem}. Fix: {fix}")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def canonical_json(value) -> str:
+    """One stable text for a JSON value: sorted keys, no spaces, UTF-8 kept as is."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def repo_relative(path: Path | str, root: Path | str) -> str:
+    """Return ``path`` relative to ``root`` (POSIX form), refusing paths outside it.
+
+    Relative paths are taken relative to ``root``. Symlinks are resolved first,
+    so a link that points out of the repository is refused too.
+    """
+    root = Path(root).resolve()
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        candidate = root / candidate
+    resolved = candidate.resolve()
+    try:
+        relative = resolved.relative_to(root)
+    except ValueError:
+        raise ValueError(
+            f"path {str(path)!r} resolves to {resolved}, outside the repository {root}; "
+            "only artifacts inside the repository can be recorded. "
+            "Fix: copy or commit the artifact into the repository and record that path"
+        ) from None
+    if str(relative) == ".":
+        raise ValueError(
+            f"path {str(path)!r} is the repository root itself; expected a file inside it"
+        )
+    return relative.as_posix()
