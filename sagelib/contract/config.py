@@ -1,0 +1,99 @@
+"""The configuration object a kernel and its contract twin share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from sagelib.contract import presets as P
+
+
+@dataclass(frozen=True)
+class Exact:
+    """Which stages run in exact arithmetic instead of the kernel's.
+
+    All False is the kernel's arithmetic; all True is float64 softmax attention
+    (the ground truth). Switching one stage at a time measures what it adds.
+    """
+
+    qk_int8: bool = False  #: Q and K unquantized (float64 scores) instead of INT8
+    p_fp8: bool = False  #: P kept unrounded instead of e4m3
+    v_fp8: bool = False  #: V kept unquantized instead of e4m3 with a channel scale
+    pv_accum: bool = False  #: exact P.V accumulation instead of FP22 / fp16 inner accumulators
+    float64_state: bool = False  #: scores, softmax state and O in float64 instead of fp32
+    output_rounding: bool = False  #: return float64 instead of rounding to the input dtype
+
+    @classmethod
+    def everything(cls) -> "Exact":
+        return cls(**{f.name: True for f in fields(cls)})
+
+    @classmethod
+    def stage_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def only_inexact(self, stage: str) -> "Exact":
+        """Everything exact except ``stage``."""
+        if stage not in self.stage_names():
+            raise ValueError(f"stage: expected one of {self.stage_names()}, got {stage!r}")
+        return replace(Exact.everything(), **{stage: False})
+
+    @property
+    def is_everything(self) -> bool:
+        return all(getattr(self, name) for name in self.stage_names())
+
+
+@dataclass(frozen=True)
+class ContractConfig:
+    """Everything that decides what a kernel computes, beyond the tensors themselves."""
+
+    preset: str = "sm90"
+    granularity: str = "per_thread"
+    flavour: str | None = None  #: None = the preset's choice for the granularity
+    pv_accum: str = "fp32+fp32"
+    smooth_k: bool = True
+    smooth_v: bool = False
+    causal: bool = False
+    causal_alignment: str = "bottom_right"
+    sm_scale: float | None = None  #: None = head_dim ** -0.5 of the unpadded head_dim
+    lse_correction: str = "fp32"
+    exact: Exact = field(default_factory=Exact)
+    check_finite: bool = True
+
+    def __post_init__(self):
+        _check_choice("preset", self.preset, tuple(P.PRESETS))
+        _check_choice("granularity", self.granularity, P.GRANULARITIES)
+        if self.flavour is not None:
+            _check_choice("flavour", self.flavour, P.FLAVOURS)
+        _check_choice("pv_accum", self.pv_accum, P.PV_ACCUM_MODES)
+        _check_choice("causal_alignment", self.causal_alignment, P.CAUSAL_ALIGNMENTS)
+        _check_choice("lse_correction", self.lse_correction, P.LSE_CORRECTIONS)
+        if self.smooth_v and self.pv_accum != "fp32+fp32" and self.pv_accum != "fp32":
+            raise ValueError(
+                f"smooth_v: only defined for the fp32 accumulation modes, got pv_accum={self.pv_accum!r}; "
+                "use pv_accum='fp32+fp32' or smooth_v=False"
+            )
+        if self.sm_scale is not None and not (self.sm_scale > 0 and self.sm_scale != float("inf")):
+            raise ValueError(f"sm_scale: expected a positive finite number or None, got {self.sm_scale!r}")
+        if not isinstance(self.exact, Exact):
+            raise ValueError(f"exact: expected a sagelib.contract.Exact, got {type(self.exact).__name__}")
+
+    @property
+    def geometry(self) -> P.Preset:
+        return P.PRESETS[self.preset]
+
+    @property
+    def quantizer_flavour(self) -> str:
+        return self.flavour or self.geometry.default_flavour(self.granularity)
+
+    def with_options(self, **options) -> "ContractConfig":
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(
+                f"options: unknown option(s) {unknown}; expected some of {sorted(known)}"
+            )
+        return replace(self, **options)
+
+
+def _check_choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")

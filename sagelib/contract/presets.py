@@ -1,0 +1,79 @@
+"""Constants and geometry presets of the numerical contract.
+
+Every number a kernel must agree on lives here, once. ``NUMERICAL_CONTRACT.md``
+quotes them and ``tests/test_contract_doc.py`` keeps the two in agreement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: log2(e) as the kernels spell it; scores live in the log2 domain.
+LOG2E = 1.44269504
+#: The running max is stored as (max - FP8_OFFSET) so that P = exp2(s - m) <= 2**8.807 ~ 448.
+FP8_OFFSET = 8.807
+#: Value given to masked and out-of-range scores (finite, so no row becomes NaN).
+MASK_SCORE = -5.0e6
+#: Initial running max of every row.
+INITIAL_ROW_MAX = MASK_SCORE
+#: Largest finite e4m3 value; P and V saturate here.
+E4M3_MAX = 448.0
+#: Tokens per k-step of the fp8 mma (m16n8k32 / wgmma k32); the FP22 emulation truncates after each.
+MMA_K_FP8 = 32
+#: Mantissa bits the fp8 tensor-core accumulator drops from fp32 (FP22 = 1 + 8 + 13 bits).
+FP22_DROPPED_MANTISSA_BITS = 10
+
+#: `triton` flavour: scale = amax / 127 + TRITON_SCALE_EPS.
+TRITON_SCALE_EPS = 1e-7
+#: `cuda` flavour: amax starts at CUDA_AMAX_INIT (so an empty group has this amax).
+CUDA_AMAX_INIT = 1e-7
+#: V channels whose amax is below this are treated as having this amax (all-zero channels stay zero).
+V_AMAX_FLOOR = 1e-7
+INT8_MAX = 127.0
+
+#: scale_max of the V quantizer per PV accumulation mode (2.25 keeps the fp16 partial finite).
+V_SCALE_MAX = {"fp32": 448.0, "fp32+fp32": 448.0, "fp32+fp16": 2.25}
+PV_ACCUM_MODES = tuple(V_SCALE_MAX)
+GRANULARITIES = ("per_block", "per_warp", "per_thread")
+FLAVOURS = ("triton", "cuda")
+LAYOUTS = ("HND", "NHD")
+CAUSAL_ALIGNMENTS = ("bottom_right", "top_left")
+LSE_CORRECTIONS = ("fp32", "input_dtype")
+#: Head dims the kernels are built for; others are zero-padded up to the next one.
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+#: Token order inside every 16 V tokens for the sm89 (mma.sync) kernels.
+SM89_V_PERMUTATION = (0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Quantization geometry and key-traversal block of one kernel family."""
+
+    name: str
+    blkq: int  #: query tokens per CTA (per_block q groups)
+    warpq: int  #: query tokens per warp (per_warp q groups; per_thread tiles)
+    blkk: int  #: key tokens per block (per_block / per_warp k groups)
+    warpk: int  #: key tokens per per_thread tile
+    cta_k: int  #: key tokens per traversal block (online-softmax step, inner accumulator span)
+    permute_v: bool  #: V tokens permuted in 16s (mma.sync register reuse)
+
+    def default_flavour(self, granularity: str) -> str:
+        """The quantizer flavour the preset's real kernels use for ``granularity``."""
+        return "triton" if granularity == "per_thread" else "cuda"
+
+
+PRESETS = {
+    "sm90": Preset("sm90", blkq=64, warpq=16, blkk=128, warpk=128, cta_k=128, permute_v=False),
+    "sm89": Preset("sm89", blkq=128, warpq=32, blkk=64, warpk=64, cta_k=64, permute_v=True),
+}
+
+
+def padded_head_dim(head_dim: int) -> int:
+    """The supported width ``head_dim`` is zero-padded to."""
+    for width in SUPPORTED_HEAD_DIMS:
+        if head_dim <= width:
+            return width
+    raise ValueError(
+        f"head_dim: expected at most {SUPPORTED_HEAD_DIMS[-1]}, got {head_dim}; "
+        "split the heads or project to a smaller head dimension"
+    )

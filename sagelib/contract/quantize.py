@@ -1,0 +1,168 @@
+"""Stage 2: symmetric INT8 quantization of Q and K.
+
+A *group* is the set of tokens that share one float32 scale. The granularity
+decides the groups (``q_group_index`` / ``k_group_index``), the flavour decides
+the rounding (``quantize_groups``). Scale tensors are [B, H, n_groups] and
+include the padded tail groups of the last block (a group with no tokens has
+amax 0, or the cuda flavour's initial 1e-7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sagelib.contract import presets as P
+from sagelib.contract.config import ContractConfig
+from sagelib.contract.smoothing import k_mean, smoothed_k
+from sagelib.contract.validate import check_qk, default_sm_scale, from_hnd, to_hnd
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def n_q_groups(n_tokens: int, preset: str | P.Preset, granularity: str) -> int:
+    g = _preset(preset)
+    blocks = _ceil_div(n_tokens, g.blkq)
+    return {"per_block": blocks, "per_warp": blocks * (g.blkq // g.warpq),
+            "per_thread": blocks * (g.blkq // g.warpq) * 8}[_granularity(granularity)]
+
+
+def n_k_groups(n_tokens: int, preset: str | P.Preset, granularity: str) -> int:
+    g = _preset(preset)
+    blocks = _ceil_div(n_tokens, g.blkk)
+    return {"per_block": blocks, "per_warp": blocks,
+            "per_thread": blocks * (g.blkk // g.warpk) * 4}[_granularity(granularity)]
+
+
+def q_group_index(n_tokens: int, preset: str | P.Preset, granularity: str, device=None) -> torch.Tensor:
+    """Scale-group index of every query token.
+
+    per_thread follows the mma C fragment: inside a WARPQ tile, rows with the same
+    row % 8 belong to the same lanes and share a scale (8 groups per tile).
+    """
+    g = _preset(preset)
+    row = torch.arange(n_tokens, device=device)
+    granularity = _granularity(granularity)
+    if granularity == "per_block":
+        return row // g.blkq
+    if granularity == "per_warp":
+        return row // g.warpq
+    return (row // g.warpq) * 8 + (row % g.warpq) % 8
+
+
+def k_group_index(n_tokens: int, preset: str | P.Preset, granularity: str, device=None) -> torch.Tensor:
+    """Scale-group index of every key token.
+
+    per_thread: inside a WARPK tile a lane holds key columns 2*(lane%4) and +1 of
+    every 8, so rows with the same (row % 8) // 2 share a scale (4 groups per tile).
+    """
+    g = _preset(preset)
+    row = torch.arange(n_tokens, device=device)
+    granularity = _granularity(granularity)
+    if granularity in ("per_block", "per_warp"):
+        return row // g.blkk
+    return (row // g.warpk) * 4 + ((row % g.warpk) % 8) // 2
+
+
+def group_amax(x: torch.Tensor, group: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """max |x| over the tokens (dim 2) and channels of each group: [B, H, n_groups], empty groups 0."""
+    b, h, n, _ = x.shape
+    row_amax = x.abs().amax(dim=-1)  # [B, H, N]
+    out = torch.zeros(b, h, n_groups, dtype=x.dtype, device=x.device)
+    return out.scatter_reduce(2, group.expand(b, h, n), row_amax, reduce="amax", include_self=True)
+
+
+def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour: str):
+    """INT8 values and float32 scales of ``x`` (float32 [B, H, N, D]) under ``flavour``.
+
+    triton: scale = amax/127 + 1e-7; q = trunc(x/scale + 0.5*sign(x/scale)) (half away from zero).
+    cuda:   amax = max(1e-7, amax); scale = amax/127; q = rne(x * (127/amax)), saturated.
+    """
+    amax = group_amax(x, group, n_groups)
+    if flavour == "triton":
+        scale = amax / P.INT8_MAX + P.TRITON_SCALE_EPS
+        ratio = x / _per_token(scale, group)
+        half = torch.where(ratio >= 0, 0.5, -0.5).to(ratio.dtype)
+        values = torch.trunc(ratio + half)
+    elif flavour == "cuda":
+        amax = torch.clamp(amax, min=P.CUDA_AMAX_INIT)
+        scale = amax / P.INT8_MAX
+        values = torch.round(x * _per_token(P.INT8_MAX / amax, group))
+    else:
+        raise ValueError(f"flavour: expected one of {list(P.FLAVOURS)}, got {flavour!r}")
+    return values.clamp(-128, 127).to(torch.int8), scale
+
+
+def _per_token(per_group: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
+    """[B, H, G] -> [B, H, N, 1] by each token's group."""
+    return per_group[:, :, group].unsqueeze(-1)
+
+
+@dataclass
+class QuantizedQK:
+    """Q and K as the attention kernel receives them."""
+
+    q_int8: torch.Tensor  #: int8, q's layout and shape
+    q_scale: torch.Tensor  #: float32 [B, H_q, n_q_groups]
+    k_int8: torch.Tensor  #: int8, k's layout and shape
+    k_scale: torch.Tensor  #: float32 [B, H_kv, n_k_groups]
+    km: torch.Tensor | None  #: k's token mean in k's dtype (keepdim, k's layout), None without smoothing
+    layout: str
+    preset: str
+    granularity: str
+    flavour: str
+    #: True when sm_scale * log2e is folded into q_scale (per_block)
+    scale_folded: bool
+
+
+def quantize_qk(q, k, layout="HND", preset="sm90", granularity="per_thread", flavour=None,
+                smooth_k=True, sm_scale=None, check_finite=True) -> QuantizedQK:
+    """Stages 1-2: smooth K and quantize Q and K to INT8 as the preset's kernels do.
+
+    flavour None picks the one the preset's real kernels use: ``triton`` for
+    per_thread, ``cuda`` for per_warp and per_block. per_block folds
+    sm_scale * log2e into Q before quantizing (``sm_scale`` defaults to head_dim**-0.5).
+    """
+    config = ContractConfig(preset=preset, granularity=granularity, flavour=flavour, smooth_k=smooth_k,
+                            sm_scale=sm_scale, check_finite=check_finite)
+    shapes = check_qk(q, k, layout, check_finite=check_finite)
+    return _quantize_qk_hnd(to_hnd(q, layout), to_hnd(k, layout), config, shapes.head_dim, layout)
+
+
+def _quantize_qk_hnd(q, k, config: ContractConfig, head_dim: int, layout: str) -> QuantizedQK:
+    geometry, flavour = config.geometry, config.quantizer_flavour
+    km = k_mean(k) if config.smooth_k else None
+    k32 = smoothed_k(k, km, flavour) if km is not None else k.float()
+    q32 = q.float()
+    folded = config.granularity == "per_block"
+    if folded:
+        q32 = q32 * torch.tensor(default_sm_scale(head_dim, config.sm_scale) * P.LOG2E, dtype=torch.float32)
+    nq, nk = q.shape[2], k.shape[2]
+    q_int8, q_scale = quantize_groups(
+        q32, q_group_index(nq, geometry, config.granularity, q.device),
+        n_q_groups(nq, geometry, config.granularity), flavour)
+    k_int8, k_scale = quantize_groups(
+        k32, k_group_index(nk, geometry, config.granularity, k.device),
+        n_k_groups(nk, geometry, config.granularity), flavour)
+    return QuantizedQK(
+        q_int8=from_hnd(q_int8, layout), q_scale=q_scale, k_int8=from_hnd(k_int8, layout), k_scale=k_scale,
+        km=from_hnd(km, layout) if km is not None else None, layout=layout, preset=geometry.name,
+        granularity=config.granularity, flavour=flavour, scale_folded=folded,
+    )
+
+
+def _preset(preset: str | P.Preset) -> P.Preset:
+    if isinstance(preset, P.Preset):
+        return preset
+    if preset not in P.PRESETS:
+        raise ValueError(f"preset: expected one of {list(P.PRESETS)}, got {preset!r}")
+    return P.PRESETS[preset]
+
+
+def _granularity(granularity: str) -> str:
+    if granularity not in P.GRANULARITIES:
+        raise ValueError(f"granularity: expected one of {list(P.GRANULARITIES)}, got {granularity!r}")
+    return granularity

@@ -1,0 +1,143 @@
+"""Input checks shared by every entry point of the contract (and by the kernels' wrappers).
+
+Each failure is a ValueError that names the argument, says what was expected and
+what was given, and how to fix it. Nothing here modifies a caller's tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from sagelib.contract import presets as P
+
+INPUT_DTYPES = (torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Shapes:
+    batch: int
+    heads_q: int
+    heads_kv: int
+    n_q: int
+    n_kv: int
+    head_dim: int
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per kv head (GQA ratio)."""
+        return self.heads_q // self.heads_kv
+
+    @property
+    def padded_head_dim(self) -> int:
+        return P.padded_head_dim(self.head_dim)
+
+
+def check_layout(layout: str) -> str:
+    if layout not in P.LAYOUTS:
+        raise ValueError(
+            f"layout: expected 'HND' ([batch, heads, tokens, head_dim]) or 'NHD' "
+            f"([batch, tokens, heads, head_dim]), got {layout!r}"
+        )
+    return layout
+
+
+def to_hnd(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """A [B, H, N, D] view of ``x`` (no copy)."""
+    return x if layout == "HND" else x.transpose(1, 2)
+
+
+def from_hnd(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """Back to the caller's layout, contiguous."""
+    return (x if layout == "HND" else x.transpose(1, 2)).contiguous()
+
+
+def check_tensor(name: str, x, *, check_finite: bool = True, dtypes=INPUT_DTYPES) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        wanted = " or ".join(str(d) for d in dtypes)
+        raise ValueError(
+            f"{name}: expected dtype {wanted}, got {x.dtype}; convert with {name}.half() or {name}.bfloat16()"
+        )
+    if x.dim() != 4:
+        raise ValueError(
+            f"{name}: expected a 4-d tensor ([B, H, N, D] for HND or [B, N, H, D] for NHD), "
+            f"got shape {tuple(x.shape)}"
+        )
+    if x.shape[-1] > 1 and x.stride(-1) != 1:
+        raise ValueError(
+            f"{name}: expected a contiguous last (head_dim) dimension, got stride {x.stride(-1)}; "
+            f"pass {name}.contiguous()"
+        )
+    if check_finite and x.numel() and not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(
+            f"{name}: contains {bad} NaN or Inf value(s); clean the input or pass check_finite=False"
+        )
+
+
+def check_qkv(q, k, v, layout: str, *, check_finite: bool = True) -> Shapes:
+    """Validate an attention call and return its shapes (in HND terms)."""
+    check_layout(layout)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, x, check_finite=check_finite)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(
+            f"k, v: expected the dtype of q ({q.dtype}), got k {k.dtype} and v {v.dtype}; convert them to one dtype"
+        )
+    if not (q.device == k.device == v.device):
+        raise ValueError(
+            f"k, v: expected the device of q ({q.device}), got k on {k.device} and v on {v.device}; "
+            "move them with .to(q.device)"
+        )
+    return _check_shapes(to_hnd(q, layout).shape, to_hnd(k, layout).shape, to_hnd(v, layout).shape, layout)
+
+
+def check_qk(q, k, layout: str, *, check_finite: bool = True) -> Shapes:
+    check_layout(layout)
+    check_tensor("q", q, check_finite=check_finite)
+    check_tensor("k", k, check_finite=check_finite)
+    if q.dtype != k.dtype:
+        raise ValueError(f"k: expected the dtype of q ({q.dtype}), got {k.dtype}; convert it with k.to(q.dtype)")
+    if q.device != k.device:
+        raise ValueError(f"k: expected the device of q ({q.device}), got {k.device}; move it with k.to(q.device)")
+    qs, ks = to_hnd(q, layout).shape, to_hnd(k, layout).shape
+    return _check_shapes(qs, ks, ks, layout)
+
+
+def _check_shapes(qs, ks, vs, layout: str) -> Shapes:
+    axes = "[B, H, N, D]" if layout == "HND" else "[B, N, H, D]"
+
+    def show(s):
+        return tuple(s) if layout == "HND" else (s[0], s[2], s[1], s[3])
+
+    if ks != vs:
+        raise ValueError(f"v: expected the shape of k {show(ks)} in layout {layout} {axes}, got {show(vs)}")
+    if qs[0] != ks[0]:
+        raise ValueError(f"k: expected batch {qs[0]} (the batch of q), got {ks[0]}")
+    if qs[3] != ks[3]:
+        raise ValueError(f"k: expected head_dim {qs[3]} (the head_dim of q), got {ks[3]}")
+    if ks[1] == 0 or qs[1] % ks[1] != 0:
+        raise ValueError(
+            f"k: the number of kv heads ({ks[1]}) must divide the number of query heads ({qs[1]}) for GQA; "
+            f"check the layout ({layout} = {axes}) or repeat the kv heads"
+        )
+    if qs[2] < 1 or ks[2] < 1:
+        raise ValueError(f"q, k: expected at least one token, got N_q={qs[2]}, N_kv={ks[2]}")
+    if qs[3] < 1:
+        raise ValueError("q: expected head_dim >= 1, got 0")
+    P.padded_head_dim(qs[3])  # raises for head_dim > 256
+    return Shapes(batch=qs[0], heads_q=qs[1], heads_kv=ks[1], n_q=qs[2], n_kv=ks[2], head_dim=qs[3])
+
+
+def pad_head_dim(x: torch.Tensor, width: int) -> torch.Tensor:
+    """Zero-pad the last dimension up to ``width`` (a new tensor; the input is untouched)."""
+    if x.shape[-1] == width:
+        return x
+    return torch.nn.functional.pad(x, (0, width - x.shape[-1]))
+
+
+def default_sm_scale(head_dim: int, sm_scale: float | None) -> float:
+    return head_dim ** -0.5 if sm_scale is None else float(sm_scale)
