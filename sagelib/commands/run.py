@@ -1,0 +1,100 @@
+"""``sagelib run``: execute the notebooks in batch and write a run folder with an index.
+
+    sagelib run                       # every notebook, the profile that fits this machine
+    sagelib run --profile tiny        # small shapes, seconds per notebook
+    sagelib run --only 00_contract -p n_tokens=1024
+    sagelib run --list                # notebooks, their parameters and profile values
+
+Exit status: 0 when every notebook ran, 1 when one failed (each named with its
+cell and error), 2 for bad input (nothing runs).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sagelib import runner
+from sagelib.cli import UsageError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="execute the notebooks (papermill) and write HTML reports and an index",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--profile", metavar="NAME",
+                        help="parameter profile from notebooks/profiles.yaml: tiny, cpu or gpu "
+                             "(default: gpu where torch sees CUDA, else cpu)")
+    parser.add_argument("--only", metavar="NAME", action="append",
+                        help="run only this notebook (00_contract, 00 or contract); repeatable")
+    parser.add_argument("-p", "--param", metavar="NAME=VALUE", action="append", dest="params",
+                        help="override a parameter of the selected notebooks (Python literal, "
+                             "true/false/null, or plain text); repeatable")
+    parser.add_argument("--out", metavar="DIR",
+                        help="run folder (default: outputs/runs/<utc-time>-<profile>/)")
+    parser.add_argument("--list", action="store_true",
+                        help="list the notebooks with their parameters and profile values, run nothing")
+    parser.add_argument("--notebooks", metavar="DIR", default=str(runner.NOTEBOOKS_DIR),
+                        help="folder of NN_name.py notebooks (default: the repository's notebooks/)")
+    parser.add_argument("--profiles", metavar="FILE",
+                        help="profiles file (default: profiles.yaml in the notebooks folder)")
+    parser.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+    parser.set_defaults(func=main)
+
+
+def main(args) -> int:
+    notebooks_dir = Path(args.notebooks)
+    profiles_path = Path(args.profiles) if args.profiles else notebooks_dir / runner.PROFILES_FILE
+    if args.list:
+        return list_notebooks(notebooks_dir, profiles_path, args.only, args.profile)
+    profile = args.profile or runner.default_profile()
+    try:
+        plan = runner.plan_run(
+            profile, only=args.only, overrides=args.params, out=args.out,
+            notebooks_dir=notebooks_dir, profiles_path=profiles_path,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}")
+    report = runner.execute_plan(plan, progress_bar=not args.no_progress)
+    for line in report.failures:
+        print(f"sagelib run: FAILED {line}", file=sys.stderr)
+    print(f"index: {report.index}")
+    return 0 if report.ok else 1
+
+
+def list_notebooks(notebooks_dir: Path, profiles_path: Path, only, profile: str | None = None) -> int:
+    """Print each notebook's parameters: default, then the value of every profile (or of ``profile``)."""
+    try:
+        profiles = runner.load_profiles(profiles_path)
+        if profile is not None:
+            profiles = {profile: runner.get_profile(profiles, profile, profiles_path)}
+        paths = runner.select_notebooks(runner.discover_notebooks(notebooks_dir), only)
+        notebooks = [runner.load_notebook(p) for p in paths]
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if not notebooks:
+        print(f"no notebooks in {notebooks_dir} (files named NN_name.py)")
+        return 0
+    columns = ["parameter", "default", *profiles]
+    for nb in notebooks:
+        rows = [[name, repr(default), *(_profile_cell(p, nb.name, name) for p in profiles.values())]
+                for name, default in nb.parameters.items()]
+        widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
+        print(f"{nb.name}  ({nb.path})")
+        for row in [columns, *rows]:
+            print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print()
+    timeouts = ", ".join(f"{p.name} {p.cell_timeout_s:g} s" for p in profiles.values())
+    print(f"profiles from {profiles_path}; per-cell timeout: {timeouts or 'none'}; "
+          "a blank profile value means the default is used")
+    return 0
+
+
+def _profile_cell(profile: runner.Profile, notebook: str, parameter: str) -> str:
+    if parameter == runner.OUTPUT_DIR_PARAMETER:
+        return "(run folder)"
+    values = profile.notebooks.get(notebook, {})
+    return repr(values[parameter]) if parameter in values else ""
