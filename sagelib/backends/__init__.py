@@ -51,6 +51,10 @@ class Backend:
 # a backend with heavy or missing dependencies costs nothing until asked for.
 _REGISTRY: dict[str, str] = {
     "reference": "sagelib.backends.reference:ReferenceBackend",
+    "sdpa-flash": "sagelib.backends.sdpa:SdpaFlash",
+    "sdpa-cudnn": "sagelib.backends.sdpa:SdpaCudnn",
+    "sdpa-efficient": "sagelib.backends.sdpa:SdpaEfficient",
+    "sage": "sagelib.backends.sage:SageBackend",
 }
 
 
