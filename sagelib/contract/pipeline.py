@@ -9,6 +9,7 @@ through ``ContractConfig.exact`` (see :class:`sagelib.contract.config.Exact`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +51,7 @@ def attention_hnd(q, k, v, config: ContractConfig, shapes: Shapes, return_lse: b
     l = torch.zeros((b, h, n_q), dtype=cdtype, device=dev)
     o = torch.zeros((b, h, n_q, dp), dtype=cdtype, device=dev)
     offset = torch.tensor(P.FP8_OFFSET, dtype=cdtype)
+    log2e = _log2e(exact.float64_state)
     q_rows = torch.arange(n_q, device=dev).unsqueeze(1)
 
     for start in range(0, n_kv, cta_k):
@@ -76,7 +78,7 @@ def attention_hnd(q, k, v, config: ContractConfig, shapes: Shapes, return_lse: b
     out = out[..., : shapes.head_dim]
     lse = None
     if return_lse:
-        lse = ((torch.log2(l) + m) / P.LOG2E).to(torch.float64 if exact.float64_state else torch.float32)
+        lse = ((torch.log2(l) + m) / log2e).to(torch.float64 if exact.float64_state else torch.float32)
         if ops.km is not None:
             lse = lse + sm_scale * _smoothing_correction(q, ops.km, shapes, config).to(lse.dtype)
     if config.causal:
@@ -86,16 +88,22 @@ def attention_hnd(q, k, v, config: ContractConfig, shapes: Shapes, return_lse: b
     return out, lse
 
 
+def _log2e(exact_state: bool) -> float:
+    """The kernels' 1.44269504, or log2(e) to float64 precision when the state is exact."""
+    return 1.0 / math.log(2.0) if exact_state else P.LOG2E
+
+
 def _operands(q, k, v, config: ContractConfig, shapes: Shapes, sm_scale: float, cdtype) -> Operands:
     """Stages 1, 2 and 5: smoothing, INT8 Q/K (or exact), e4m3 V (or exact)."""
     exact = config.exact
+    log2e = _log2e(exact.float64_state)
     heads = torch.arange(shapes.heads_q, device=q.device) // shapes.group_size
     km = k_mean(k) if config.smooth_k else None
     ones_q = torch.ones(1, 1, 1, 1, dtype=cdtype, device=q.device)
     if exact.qk_int8:
         q_op = q.to(cdtype)
         k_op = k.to(cdtype) - km.to(cdtype) if km is not None else k.to(cdtype)
-        score_scale = ones_q * (sm_scale * P.LOG2E)
+        score_scale = ones_q * (sm_scale * log2e)
         k_cols = torch.ones(1, 1, 1, shapes.n_kv, dtype=cdtype, device=q.device)
     else:
         qk = _quantize_qk_hnd(q, k, config, shapes.head_dim, "HND")
@@ -103,7 +111,7 @@ def _operands(q, k, v, config: ContractConfig, shapes: Shapes, sm_scale: float, 
         q_op, k_op = qk.q_int8.to(cdtype), qk.k_int8.to(cdtype)
         q_rows = qk.q_scale[:, :, q_group_index(shapes.n_q, g, config.granularity, q.device)].to(cdtype)
         k_cols = qk.k_scale[:, :, k_group_index(shapes.n_kv, g, config.granularity, q.device)].to(cdtype)
-        folded = 1.0 if qk.scale_folded else sm_scale * P.LOG2E
+        folded = 1.0 if qk.scale_folded else sm_scale * log2e
         score_scale = (q_rows * torch.tensor(folded, dtype=torch.float32).to(cdtype)).unsqueeze(-1)
         k_cols = k_cols[:, heads].unsqueeze(2)
     k_op = k_op[:, heads]
