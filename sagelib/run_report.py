@@ -29,16 +29,18 @@ ENVIRONMENT_FILE = "environment.json"
 # --------------------------------------------------------------------------- notebook HTML
 
 
-def export_html(ipynb: Path, target: Path, name: str, failure: str | None = None) -> Path:
+def export_html(ipynb: Path, target: Path, name: str, failure: str | None = None,
+                parameters: dict[str, Any] | None = None) -> Path:
     """Write ``ipynb`` as an HTML report without code to ``target``.
 
-    Without an executed notebook (the kernel never started) or when the export
+    With the code hidden, a reader could not tell what the notebook ran on, so
+    ``parameters`` (the values the runner injected) are listed at the top. Without an executed notebook (the kernel never started) or when the export
     itself fails, a short page saying so is written instead, so every notebook
     of a run has a report to link to.
     """
     if ipynb.is_file():
         try:
-            target.write_text(_notebook_html(ipynb, name), encoding="utf-8")
+            target.write_text(_notebook_html(ipynb, name, parameters or {}), encoding="utf-8")
             return target
         except Exception as exc:  # a broken output must not cost the run its index
             failure = f"{failure + '; ' if failure else ''}HTML export failed: {type(exc).__name__}: {exc}"
@@ -47,7 +49,7 @@ def export_html(ipynb: Path, target: Path, name: str, failure: str | None = None
     return target
 
 
-def _notebook_html(ipynb: Path, name: str) -> str:
+def _notebook_html(ipynb: Path, name: str, parameters: dict[str, Any]) -> str:
     import nbformat
     from nbconvert import HTMLExporter
 
@@ -58,6 +60,10 @@ def _notebook_html(ipynb: Path, name: str) -> str:
         embed_images=True,
     )
     nb = nbformat.read(ipynb, as_version=4)
+    shown = {k: v for k, v in parameters.items() if k != "output_dir"}
+    if shown:
+        listing = ", ".join(f"`{k} = {_short(v)}`" for k, v in shown.items())
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"*{name}, run with* {listing}"))
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(ipynb.parent)}})
     return body
 

@@ -389,10 +389,12 @@ def execute_notebook(
         source = _last_started_source(ipynb) if ipynb.exists() else None
         outcome.cell, outcome.cell_source = failing_cell(notebook, source)
         message = " ".join(str(exc).split())
-        outcome.error = f"{type(exc).__name__}: {message[:300]}"
+        if len(message) > 160:  # nbclient appends the cell's source: keep the first sentence
+            message = re.split(r"(?<=\.)\s", message, maxsplit=1)[0][:300]
+        outcome.error = f"{type(exc).__name__}: {message}"
     outcome.duration_s = round(time.monotonic() - start, 2)
     outcome.ipynb = str(ipynb) if ipynb.exists() else None
-    outcome.html = str(export_html(ipynb, html, notebook.name, failure=outcome.error))
+    outcome.html = str(export_html(ipynb, html, notebook.name, failure=outcome.error, parameters=parameters))
     return outcome
 
 

@@ -1,0 +1,75 @@
+"""sagelib.run_report: the notebook HTML, environment.json and the run's index.html."""
+
+import json
+import sys
+
+import nbformat
+
+from sagelib import run_report
+
+
+def executed_notebook(path, code_marker="SECRET_SOURCE_LINE"):
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(f"{code_marker} = 1\nprint('visible output')")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="visible output\n")]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title of the report"), cell]
+    nbformat.write(nb, path)
+    return path
+
+
+def test_html_has_outputs_and_parameters_but_no_code(tmp_path):
+    page = run_report.export_html(executed_notebook(tmp_path / "00_x.ipynb"), tmp_path / "00_x.html", "00_x",
+                                  parameters={"n_tokens": 256, "output_dir": "/somewhere"}).read_text()
+    assert "visible output" in page and "Title of the report" in page
+    assert "SECRET_SOURCE_LINE" not in page
+    assert "n_tokens = 256" in page and "/somewhere" not in page
+
+
+def test_html_page_is_written_even_without_an_executed_notebook(tmp_path):
+    page = run_report.export_html(tmp_path / "missing.ipynb", tmp_path / "00_x.html", "00_x",
+                                  failure="NoSuchKernel: python3").read_text()
+    assert "No executed notebook" in page and "NoSuchKernel: python3" in page
+
+
+def test_environment_uses_provenance(tmp_path):
+    record = run_report.write_environment(tmp_path, tmp_path)
+    assert record["partial"] is False and "git_commit" in record and "torch" in record
+    assert json.loads((tmp_path / "environment.json").read_text()) == record
+
+
+def test_environment_falls_back_and_says_partial(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sagelib.provenance", None)  # import now fails
+    record = run_report.write_environment(tmp_path, tmp_path)
+    assert record["partial"] is True and "sagelib.provenance" in record["partial_reason"]
+    assert record["python"] == sys.version.split()[0] and "torch" in record and "git_commit" in record
+
+
+def summary(tmp_path, **nb_fields):
+    entry = {"name": "00_<x>", "status": "failed", "duration_s": 1.25, "parameters": {"n": 3, "output_dir": "o"},
+             "folder": str(tmp_path / "00_x"), "ipynb": None, "html": str(tmp_path / "00_x" / "00_x.html"),
+             "error": "ValueError: <bad> & worse", "cell": 2, "cell_source": "x = 1"}
+    entry.update(nb_fields)
+    return {"profile": "tiny", "started_utc": "2026-01-01T00:00:00Z", "finished_utc": "2026-01-01T00:00:02Z",
+            "cell_timeout_s": 60, "overrides": {"n": 3}, "command": None, "notebooks": [entry],
+            "failures": ["00_<x> failed in cell 2: ValueError: <bad> & worse"], "warnings": []}
+
+
+def test_index_escapes_names_and_links_relative(tmp_path):
+    (tmp_path / "00_x").mkdir()
+    (tmp_path / "00_x" / "results.json").write_text(json.dumps(
+        {"headlines": {"rel_l1": {"value": 0.000123456, "unit": "", "note": "a<b"}}}))
+    index = run_report.write_run(tmp_path, summary(tmp_path), {"python": "3.11", "gpus": None,
+                                                               "missing": {"gpus": "no GPU visible"}})
+    page = index.read_text()
+    assert "00_&lt;x&gt;" in page and "<x>" not in page and "&lt;bad&gt; &amp; worse" in page
+    assert "href='00_x/00_x.html'" in page
+    assert "rel_l1" in page and "0.0001235" in page and "a&lt;b" in page
+    assert "no GPU visible" in page and "1 failed" in page and "<code>n=3</code>" in page
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["notebooks"][0]["results"]["headlines"]["rel_l1"]["value"] == 0.000123456
+
+
+def test_index_marks_a_partial_environment(tmp_path):
+    page = run_report.index_html(tmp_path, summary(tmp_path, status="ok", error=None),
+                                 {"partial": True, "partial_reason": "provenance missing", "python": "3.11"})
+    assert "partial record" in page and "provenance missing" in page and "none recorded" in page
