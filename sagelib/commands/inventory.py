@@ -1,0 +1,112 @@
+"""``sagelib inventory``: the reference inventory of artifacts that results rest on.
+
+    sagelib inventory verify                  # rehash all; exit 1 on any changed or missing artifact
+    sagelib inventory add NUMERICAL_CONTRACT.md --kind contract --command "written by hand"
+    sagelib inventory add outputs/runs/X/00_contract/results.json --kind parity \\
+        --command "sagelib run --profile gpu" --environment outputs/runs/X/environment.json
+    sagelib inventory block canonical-inputs --subject "canonical input tensors" \\
+        --reason "never retained" --unblock "generate and commit them"
+
+Exit status: 0 done (verify: every artifact unchanged); 1 some artifact changed or
+missing; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sagelib import provenance
+from sagelib.cli import UsageError
+
+
+def _common(parser) -> None:
+    parser.add_argument("--inventory", metavar="FILE", default=str(provenance.DEFAULT_INVENTORY),
+                        help="inventory file (default: data/reference_inventory.json)")
+    parser.add_argument("--root", metavar="DIR", default=str(provenance.REPO_ROOT),
+                        help="repository root the artifact paths are relative to")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("inventory", help="the reference inventory: add, verify, block",
+                                   description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="inventory_command", metavar="ACTION")
+
+    verify = sub.add_parser("verify", help="rehash every artifact; table of ok/changed/missing")
+    _common(verify)
+    verify.set_defaults(func=cmd_verify)
+
+    add = sub.add_parser("add", help="hash an artifact and record it")
+    _common(add)
+    add.add_argument("artifact", metavar="PATH", help="file inside the repository")
+    add.add_argument("--kind", required=True, choices=list(provenance.KINDS))
+    add.add_argument("--command", required=True,
+                     help="the command that produced it ('written by hand' for documents)")
+    env = add.add_mutually_exclusive_group()
+    env.add_argument("--environment", metavar="FILE",
+                     help="JSON environment it was produced in (e.g. a run's environment.json)")
+    env.add_argument("--environment-here", action="store_true",
+                     help="it was produced on this machine just now: record environment() here")
+    add.add_argument("--note")
+    add.add_argument("--replace", action="store_true", help="re-record an artifact already listed")
+    add.set_defaults(func=cmd_add)
+
+    block = sub.add_parser("block", help="record a blocker: needed, provenance unknown")
+    _common(block)
+    block.add_argument("id")
+    block.add_argument("--subject", required=True)
+    block.add_argument("--reason", required=True)
+    block.add_argument("--unblock", required=True, help="what would resolve it")
+    block.set_defaults(func=cmd_block)
+
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def _inventory(args) -> Path:
+    path = Path(args.inventory)
+    if not path.is_file() and args.inventory_command != "add" and args.inventory_command != "block":
+        raise UsageError(f"--inventory {str(path)!r}: no such file")
+    return path
+
+
+def cmd_verify(args) -> int:
+    path = _inventory(args)
+    rows = provenance.verify_inventory(path, args.root)
+    width = max([len(r.path) for r in rows] + [8])
+    print(f"{'artifact':<{width}}  {'kind':<15}  {'status':<7}  recorded      current")
+    for row in rows:
+        current = row.current_sha256[:12] if row.current_sha256 else "-"
+        print(f"{row.path:<{width}}  {row.kind:<15}  {row.status:<7}  {row.recorded_sha256[:12]}  {current}")
+    bad = [r for r in rows if r.status != "ok"]
+    print(f"{len(rows)} artifact(s): {len(rows) - len(bad)} ok, "
+          f"{sum(r.status == 'changed' for r in rows)} changed, {sum(r.status == 'missing' for r in rows)} missing")
+    listed = provenance.blockers(path, args.root)
+    print(f"{len(listed)} blocker(s):")
+    for blocker in listed:
+        print(f"  [{blocker.id}] {blocker.subject}: {blocker.reason} (unblock: {blocker.unblock})")
+    return 1 if bad else 0
+
+
+def cmd_add(args) -> int:
+    environment = None
+    if args.environment_here:
+        environment = provenance.environment()
+    elif args.environment:
+        try:
+            environment = json.loads(Path(args.environment).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"--environment {args.environment!r}: expected a readable JSON file ({exc})") from None
+        if not isinstance(environment, dict):
+            raise UsageError(f"--environment {args.environment!r}: expected a JSON object")
+    artifact = provenance.inventory_add(args.artifact, args.kind, args.command, environment=environment,
+                                        note=args.note, replace=args.replace, path=args.inventory,
+                                        root=args.root)
+    print(f"recorded {artifact.path} ({artifact.kind}) sha256 {artifact.sha256} size {artifact.size}")
+    return 0
+
+
+def cmd_block(args) -> int:
+    blocker = provenance.add_blocker(args.id, args.subject, args.reason, args.unblock,
+                                     path=args.inventory, root=args.root)
+    print(f"recorded blocker {blocker.id}: {blocker.subject}")
+    return 0

@@ -1,0 +1,274 @@
+"""``sagelib log``: the append-only experiment log.
+
+    sagelib log verify                      # exit 1 when any record is edited, moved, missing or torn
+    sagelib log show --last 5
+    sagelib log render                      # regenerate EXPERIMENT_LOG.md
+    sagelib log append --status running --experiment E --phase 1 --hypothesis H \\
+        --action "built the kernel" --measured tops=812:TOPS --artifact outputs/x/results.json
+    sagelib log propose --technique "early K prefetch" --experiment E --phase 2 --hypothesis H \\
+        --fingerprint-source kernels/attn_sm90.cu --config blkq=64 \\
+        --declare producer_consumer_pipeline_changed --evidence "loads move to a TMA producer warp"
+    sagelib log repair                      # move a torn last line aside
+    sagelib log import-prior --date 2026-08-26
+
+Exit status: 0 done; 1 refused (propose) or the log does not verify; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from sagelib import ledger, ledger_render, prior_work, reopening
+from sagelib.cli import UsageError
+
+
+def _common(parser) -> None:
+    parser.add_argument("--log", metavar="FILE", default=str(ledger.DEFAULT_LOG),
+                        help="the log (default: data/experiment_log.jsonl)")
+    parser.add_argument("--view", metavar="FILE",
+                        help="its rendered view (default: EXPERIMENT_LOG.md for the default log, "
+                             "else the log's name with .md)")
+
+
+def _content_flags(parser) -> None:
+    parser.add_argument("--date", help="YYYY-MM-DD (default: today, UTC)")
+    parser.add_argument("--phase", help="phase label, e.g. 1")
+    parser.add_argument("--experiment", help="experiment id")
+    parser.add_argument("--hypothesis", help="why this attempt could work")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("log", help="the append-only experiment log: append, verify, "
+                                   "show, render, propose", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="log_command", metavar="ACTION")
+
+    verify = sub.add_parser("verify", help="check the hash chain; exit 1 on any problem")
+    _common(verify)
+    verify.set_defaults(func=cmd_verify)
+
+    show = sub.add_parser("show", help="list records (one line each, or JSON)")
+    _common(show)
+    show.add_argument("--last", type=int, metavar="N", help="only the last N records")
+    show.add_argument("--experiment", help="only records of this experiment id")
+    show.add_argument("--json", action="store_true", help="print the records as JSON lines")
+    show.set_defaults(func=cmd_show)
+
+    render = sub.add_parser("render", help="regenerate the Markdown view from a log that verifies")
+    _common(render)
+    render.set_defaults(func=cmd_render)
+
+    append = sub.add_parser("append", help="append one record")
+    _common(append)
+    _content_flags(append)
+    append.add_argument("--json", dest="json_file", metavar="FILE",
+                        help="record fields as a JSON object; flags given as well override it")
+    append.add_argument("--status", choices=list(ledger.STATUSES))
+    append.add_argument("--technique")
+    append.add_argument("--action", action="append", help="one action taken; repeatable")
+    append.add_argument("--decision")
+    append.add_argument("--measured", action="append", metavar="QUANTITY=VALUE[:UNIT]",
+                        help="a measured figure; VALUE may be LOW..HIGH; repeatable")
+    append.add_argument("--measured-on", help="what the figures were measured on (GPU, shapes)")
+    append.add_argument("--artifact", action="append", metavar="PATH",
+                        help="artifact backing the --measured figures (hashed now); repeatable")
+    append.add_argument("--unbacked", metavar="REASON",
+                        help="why no artifact backs the --measured figures")
+    append.add_argument("--projection", action="append", metavar="QUANTITY=VALUE[:UNIT]",
+                        help="an estimate (never a result); needs --basis; repeatable")
+    append.add_argument("--basis", help="what the --projection figures rest on")
+    append.add_argument("--rule", choices=list(prior_work.RULE_KINDS),
+                        help="reopening rule of a closed experiment")
+    append.add_argument("--rule-condition", action="append", metavar="CONDITION",
+                        help=f"condition of --rule; one of {', '.join(prior_work.CONDITIONS)}")
+    append.add_argument("--notes")
+    append.set_defaults(func=cmd_append)
+
+    propose = sub.add_parser("propose", help="open an experiment, enforcing the closed-work rules")
+    _common(propose)
+    _content_flags(propose)
+    propose.add_argument("--technique", required=True)
+    propose.add_argument("--fingerprint-source", nargs="+", required=True, metavar="FILE",
+                         help="every kernel source the attempt compiles (hashed)")
+    propose.add_argument("--config", nargs="*", metavar="KEY=VALUE", default=[],
+                         help="the attempt's configuration (values read as JSON when they parse)")
+    propose.add_argument("--declare", action="append", default=[], metavar="CONDITION",
+                         help="a reopening condition declared true; each needs an --evidence")
+    propose.add_argument("--evidence", action="append", default=[], metavar="TEXT",
+                         help="evidence for the --declare in the same position")
+    propose.add_argument("--prior-work", metavar="FILE", help="default: data/prior_work.yaml")
+    propose.set_defaults(func=cmd_propose)
+
+    repair = sub.add_parser("repair", help="move a torn last line aside (complete records untouched)")
+    _common(repair)
+    repair.set_defaults(func=cmd_repair)
+
+    imp = sub.add_parser("import-prior", help="append a closed record for each prior-work entry "
+                         "not yet in the log")
+    _common(imp)
+    imp.add_argument("--date", required=True, help="date of the import, YYYY-MM-DD")
+    imp.add_argument("--prior-work", metavar="FILE", help="default: data/prior_work.yaml")
+    imp.set_defaults(func=cmd_import_prior)
+
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def _paths(args) -> tuple[Path, Path]:
+    path = Path(args.log)
+    return path, Path(args.view) if args.view else ledger.default_view(path)
+
+
+def _existing(path: Path) -> Path:
+    if not path.is_file():
+        raise UsageError(f"--log {str(path)!r}: no such file; give the path of an experiment log")
+    return path
+
+
+def cmd_verify(args) -> int:
+    path, view = _paths(args)
+    report = ledger.verify(_existing(path), view)
+    print(report.summary())
+    for problem in report.problems:
+        print(f"  {problem.kind:<13} {problem.text()}")
+    for warning in report.warnings:
+        print(f"  warning       {warning}")
+    return 0 if report.ok else 1
+
+
+def cmd_show(args) -> int:
+    path, _ = _paths(args)
+    try:
+        records = ledger.read(_existing(path))
+    except ledger.LedgerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if args.experiment:
+        records = [r for r in records if r["experiment"] == args.experiment]
+    if args.last is not None:
+        records = records[-args.last:] if args.last > 0 else []
+    for record in records:
+        if args.json:
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            technique = record["technique"] or "-"
+            print(f"{record['seq']:>4}  {record['date']}  {record['status']:<9}  "
+                  f"{record['experiment']:<28} {technique:<24} {record['decision'][:60]}")
+    return 0
+
+
+def cmd_render(args) -> int:
+    path, view = _paths(args)
+    try:
+        written = ledger_render.render_file(_existing(path), view)
+    except ledger.LedgerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"wrote {written}")
+    return 0
+
+
+def _split_figure(text: str, flag: str) -> dict:
+    quantity, sep, rest = text.partition("=")
+    amount, _, unit = rest.partition(":")
+    low, dots, high = amount.partition("..")
+    try:
+        numbers = {"low": float(low), "high": float(high)} if dots else {"value": float(amount)}
+    except ValueError:
+        numbers = None
+    if not sep or not quantity.strip() or numbers is None:
+        raise UsageError(f"{flag} {text!r}: expected QUANTITY=VALUE[:UNIT] or QUANTITY=LOW..HIGH[:UNIT] "
+                         "with numbers, e.g. tops=812.5:TOPS")
+    return {"quantity": quantity.strip(), "unit": unit.strip(), **numbers}
+
+
+def _fields_from_flags(args) -> dict:
+    fields = ledger.load_fields_json(args.json_file) if args.json_file else {}
+    for name in ("date", "phase", "experiment", "hypothesis", "status", "technique", "decision", "notes"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    fields.setdefault("date", ledger.utc_now()[:10])
+    fields.setdefault("technique", None)
+    fields.setdefault("decision", "")
+    if args.action:
+        fields["actions"] = list(args.action)
+    fields.setdefault("actions", [])
+    measured = [_split_figure(m, "--measured") for m in args.measured or []]
+    if measured and not args.artifact and not args.unbacked:
+        raise UsageError("--measured needs --artifact PATH (the result files backing it) or "
+                         "--unbacked REASON")
+    figures = [ledger.figure(m.pop("quantity"), m.pop("value", None), m.pop("unit"), **m,
+                             artifacts=args.artifact or [], unbacked=args.unbacked,
+                             measured_on=args.measured_on) for m in measured]
+    fields["measured"] = fields.get("measured", []) + figures
+    projections = [_split_figure(p, "--projection") for p in args.projection or []]
+    if projections and not args.basis:
+        raise UsageError("--projection needs --basis TEXT saying what the estimate rests on")
+    fields["projections"] = fields.get("projections", []) + [
+        ledger.projection(p.pop("quantity"), p.pop("value", None), p.pop("unit"), **p, basis=args.basis)
+        for p in projections]
+    fields.setdefault("fingerprint", None)
+    fields.setdefault("declarations", [])
+    if args.rule:
+        conditions = args.rule_condition or (["implementation_changed"] if args.rule == "never_unchanged" else [])
+        unknown = [c for c in conditions if c not in prior_work.CONDITIONS]
+        if not conditions or unknown:
+            raise UsageError(f"--rule-condition: expected one or more of {', '.join(prior_work.CONDITIONS)}; "
+                             f"got {conditions or 'none'}")
+        fields["reopen_rule"] = {"kind": args.rule, "conditions": conditions}
+    return fields
+
+
+def cmd_append(args) -> int:
+    path, view = _paths(args)
+    fields = _fields_from_flags(args)
+    try:
+        record = ledger.append(fields, path, view)
+    except ledger.LedgerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"appended seq {record['seq']} ({record['experiment']}, {record['status']}) sha256 {record['sha256']}")
+    return 0
+
+
+def cmd_propose(args) -> int:
+    path, view = _paths(args)
+    if len(args.declare) != len(args.evidence):
+        raise UsageError(f"--declare given {len(args.declare)} time(s) but --evidence {len(args.evidence)}: "
+                         "give one --evidence TEXT right after each --declare CONDITION")
+    for name in ("phase", "hypothesis"):
+        if not getattr(args, name):
+            raise UsageError(f"--{name} is required for a proposal")
+    declarations = [reopening.Declaration(c, e) for c, e in zip(args.declare, args.evidence)]
+    date = args.date or ledger.utc_now()[:10]
+    experiment = args.experiment or f"{date}-{reopening.technique_key(args.technique, prior_work.load(args.prior_work))}"
+    try:
+        decision = reopening.propose(
+            args.technique, args.fingerprint_source, reopening.parse_config(args.config), declarations,
+            experiment=experiment, hypothesis=args.hypothesis, phase=args.phase, date=date,
+            path=path, view=view, prior_path=args.prior_work)
+    except ledger.LedgerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(decision.report())
+    return 0 if decision.permitted else 1
+
+
+def cmd_repair(args) -> int:
+    path, _ = _paths(args)
+    aside = ledger.repair(_existing(path))
+    print(f"moved the torn last line to {aside}" if aside else "no torn last line; nothing to do")
+    return 0
+
+
+def cmd_import_prior(args) -> int:
+    path, view = _paths(args)
+    try:
+        records = reopening.import_prior_work(args.date, path, view, args.prior_work)
+    except ledger.LedgerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for record in records:
+        print(f"appended seq {record['seq']} ({record['experiment']}, closed)")
+    print(f"{len(records)} prior-work record(s) appended")
+    return 0
