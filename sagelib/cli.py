@@ -14,6 +14,8 @@ import sys
 # One module per subcommand, in the order `sagelib --help` lists them.
 COMMAND_MODULES = (
     "sagelib.commands.run",
+    "sagelib.commands.bench",
+    "sagelib.commands.profile",
     "sagelib.commands.log",
     "sagelib.commands.inventory",
 )

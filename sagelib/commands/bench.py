@@ -1,0 +1,137 @@
+"""``sagelib bench``: time attention backends on a GPU and write the numbers with their provenance.
+
+    sagelib bench --backends sdpa-flash,sdpa-cudnn,cuda --shapes 2:32:16384:128,8:32:4096:128 \\
+                  --causal no,yes --dtype fp16 --out bench.json
+    sagelib bench --list                # backends and whether each can run here
+
+Prints a table (median, IQR, TOPS, ratio to every peer in the run, output check) and, with
+--out, writes the JSON document of :mod:`sagelib.bench` (environment, ceilings, every record).
+Exit status: 0 when every case ran and passed its output check, 1 when one failed, 2 for bad
+input (unknown backend or shape syntax, a backend that cannot run here, no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+from sagelib.cli import UsageError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="time attention backends (CUDA events, rotated inputs) and compare with the peers",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--backends", metavar="A,B", default="sdpa-flash,sdpa-cudnn",
+                        help="comma-separated backend names (see --list); default sdpa-flash,sdpa-cudnn")
+    parser.add_argument("--shapes", metavar="B:H:N:D[,..]", default="2:32:16384:128",
+                        help="comma-separated shapes B:H:N:D or B:H:NQ:NKV:D (default 2:32:16384:128)")
+    parser.add_argument("--causal", metavar="no|yes|no,yes", default="no", help="default no")
+    parser.add_argument("--dtype", default="fp16", metavar="fp16|bf16", help="default fp16")
+    parser.add_argument("--layout", default="HND", metavar="HND|NHD", help="default HND")
+    parser.add_argument("--reps", type=int, default=30, help="timed repetitions per case (default 30)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
+    parser.add_argument("--budget-s", type=float, default=2.0,
+                        help="fewer repetitions (not under 5) when a case would take longer (default 2 s)")
+    parser.add_argument("--no-kernel-only", action="store_true",
+                        help="skip the kernel-only timing of quantized backends")
+    parser.add_argument("--ceilings", choices=("measure", "skip"), default="measure",
+                        help="measure the card's int8/fp8/bf16 GEMM and copy ceilings first (default)")
+    parser.add_argument("--device", default="cuda", metavar="cuda|cpu",
+                        help="cuda (default); cpu only for a functional smoke run, timed by the host clock")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", metavar="FILE.json", help="write the JSON document here")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument("--list", action="store_true", help="list backends and whether each can run here")
+    parser.set_defaults(func=main)
+
+
+def _plan(args):
+    import torch
+
+    from sagelib import backends as registry
+    from sagelib.bench import SweepPlan, TimingConfig, parse_causal, parse_dtype, parse_shapes
+
+    names = [n.strip() for n in args.backends.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"--backends: expected a comma-separated list of names, got {args.backends!r}")
+    known = registry.names()
+    for name in names:
+        if name not in known:
+            raise UsageError(f"--backends: unknown backend {name!r}; expected names from: {', '.join(known)} "
+                             "(sagelib bench --list shows which can run here)")
+    def parsed(flag, parse, text):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise UsageError(f"{flag}: {str(exc).split(': ', 1)[-1]}") from None
+
+    shapes = parsed("--shapes", parse_shapes, args.shapes)
+    causal = parsed("--causal", parse_causal, args.causal)
+    parsed("--dtype", parse_dtype, args.dtype)
+    if args.reps < 1 or args.warmup < 0:
+        raise UsageError(f"--reps/--warmup: expected reps >= 1 and warmup >= 0, got {args.reps} and {args.warmup}")
+    timing = TimingConfig(warmup=args.warmup, reps=args.reps, min_reps=min(5, args.reps), budget_s=args.budget_s)
+    if args.layout not in ("HND", "NHD"):
+        raise UsageError(f"--layout: expected HND or NHD, got {args.layout!r}")
+    if args.device not in ("cuda", "cpu"):
+        raise UsageError(f"--device: expected cuda or cpu, got {args.device!r}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            f"--device cuda: no CUDA GPU is visible to torch {torch.__version__}; run on a GPU host, "
+            "or pass --device cpu --backends reference for a functional smoke run (not a benchmark)")
+    names = [registry.resolve_auto() if n == "auto" else n for n in names]
+    for name in names:
+        reason = registry.get(name, require_available=False).unavailable_reason()
+        if reason is not None:
+            raise UsageError(f"--backends: {name!r} cannot run on this machine: {reason}")
+        if args.device == "cpu" and name != "reference":
+            raise UsageError(f"--backends: {name!r} needs --device cuda; on the CPU only 'reference' runs")
+    return SweepPlan(backends=list(dict.fromkeys(names)), shapes=shapes, causal=causal, dtype=args.dtype,
+                     layout=args.layout, kernel_only=not args.no_kernel_only, timing=timing, seed=args.seed)
+
+
+def list_backends() -> int:
+    from sagelib import backends as registry
+
+    for name, reason in registry.availability().items():
+        print(f"{name:16s} {'available' if reason is None else 'unavailable: ' + reason}")
+    return 0
+
+
+def main(args) -> int:
+    if args.list:
+        return list_backends()
+    plan = _plan(args)
+
+    import torch
+
+    from sagelib.bench import format_table, run_sweep
+    from sagelib.bench_ceilings import format_ceilings, measure_ceilings
+
+    if args.out:
+        out = Path(args.out)
+        if out.exists() and out.is_dir():
+            raise UsageError(f"--out: {out} is a folder; give a file name such as {out}/bench.json")
+    device = torch.device(args.device)
+    ceilings = {}
+    if args.ceilings == "measure" and device.type == "cuda":
+        print("sagelib bench: measuring the card's ceilings", file=sys.stderr)
+        ceilings = measure_ceilings(device)
+        print(format_ceilings(ceilings))
+    command = "sagelib bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else None
+    document = run_sweep(plan, device, ceilings=ceilings, command=command, progress=not args.no_progress)
+    print(format_table(document))
+    if args.out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+        print(f"sagelib bench: wrote {out}")
+    failed = [r for r in document["records"] if r.get("error") or not (r.get("check") or {}).get("ok")]
+    for r in failed:
+        print(f"sagelib bench: FAILED {r['backend']} {r['mode']}: "
+              f"{r.get('error') or (r.get('check') or {}).get('problem')}", file=sys.stderr)
+    return 1 if failed else 0

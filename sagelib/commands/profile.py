@@ -1,0 +1,185 @@
+"""``sagelib profile``: profiler counters, sanitizers and ptxas figures for attention kernels.
+
+    sagelib profile tools                                  # which of ncu, compute-sanitizer, nvcc are here
+    sagelib profile ncu --backend sdpa-cudnn --shape 1:32:4096:128 --out ncu.json
+    sagelib profile ncu --backend cuda --mode kernel_only --kernel attn --shape 1:32:4096:128
+    sagelib profile sanitize --tool memcheck --backend cuda --shape 1:2:1000:128
+    sagelib profile ptxas                                  # registers/spills/smem per kernel and arch
+
+ncu always runs with --clock-control none, on one call of the backend made after warm-up.
+Exit status: 0 on success, 1 when the tool ran and found a problem (or could not profile),
+2 for bad input or a tool that is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from sagelib.cli import UsageError
+
+
+def _target_arguments(parser) -> None:
+    parser.add_argument("--backend", required=True, help="backend name (sagelib bench --list)")
+    parser.add_argument("--shape", default="1:32:4096:128", metavar="B:H:N:D", help="default 1:32:4096:128")
+    parser.add_argument("--causal", default="no", metavar="no|yes")
+    parser.add_argument("--dtype", default="fp16", metavar="fp16|bf16")
+    parser.add_argument("--layout", default="HND", metavar="HND|NHD")
+    parser.add_argument("--mode", default="end_to_end", choices=("end_to_end", "kernel_only"),
+                        help="the backend's whole call, or only its attention kernel on pre-quantized inputs")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("profile", help="ncu counters, compute-sanitizer and ptxas figures for kernels",
+                                   description=__doc__.split("\n\n")[0])
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+
+    verbs.add_parser("tools", help="which profiling tools are installed").set_defaults(func=cmd_tools)
+
+    ncu = verbs.add_parser("ncu", help="Nsight Compute on one call of a backend, parsed into JSON")
+    _target_arguments(ncu)
+    ncu.add_argument("--kernel", metavar="REGEX", help="profile only kernels whose name matches")
+    ncu.add_argument("--launch-count", type=int, default=8, help="most launches profiled (default 8)")
+    ncu.add_argument("--log", metavar="FILE.csv", help="where ncu's CSV goes (default beside --out, or a temp file)")
+    ncu.add_argument("--out", metavar="FILE.json")
+    ncu.set_defaults(func=cmd_ncu)
+
+    san = verbs.add_parser("sanitize", help="compute-sanitizer on one call of a backend")
+    _target_arguments(san)
+    san.add_argument("--tool", default="memcheck", help="memcheck, racecheck, initcheck or synccheck")
+    san.add_argument("--out", metavar="FILE.json")
+    san.set_defaults(func=cmd_sanitize)
+
+    ptx = verbs.add_parser("ptxas", help="ptxas resource figures from the kernels check")
+    ptx.add_argument("--out", metavar="FILE.json")
+    ptx.set_defaults(func=cmd_ptxas)
+
+    launch = verbs.add_parser("launch", help=argparse.SUPPRESS)  # the program ncu/sanitizer run
+    _target_arguments(launch)
+    launch.add_argument("--warmup", type=int, default=3)
+    launch.set_defaults(func=cmd_launch)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def _validated_target(args):
+    """Check the target's arguments here, so a mistake is one line, not a traceback from ncu's child."""
+    from sagelib import backends
+    from sagelib.bench import parse_causal, parse_dtype, parse_shape
+
+    if args.backend not in backends.names():
+        raise UsageError(f"--backend: unknown backend {args.backend!r}; expected one of {', '.join(backends.names())}")
+    try:
+        parse_shape(args.shape)
+        causal = parse_causal(args.causal)
+        parse_dtype(args.dtype)
+    except ValueError as exc:
+        raise UsageError(f"--{str(exc).split(':')[0]}: {str(exc).split(': ', 1)[-1]}") from None
+    if len(causal) != 1:
+        raise UsageError(f"--causal: one call is profiled, so give no or yes, not {args.causal!r}")
+    reason = backends.get(args.backend, require_available=False).unavailable_reason()
+    if reason is not None:
+        raise UsageError(f"--backend: {args.backend!r} cannot run on this machine: {reason}")
+    return causal[0]
+
+
+def _write(out, payload) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(payload, indent=1, default=str) + "\n")
+        print(f"sagelib profile: wrote {out}")
+
+
+def cmd_tools(args) -> int:
+    from sagelib import profiling
+
+    for name, status in profiling.tools().items():
+        print(f"{name:18s} {status.path + '  ' + (status.version or '') if status.available else 'absent: ' + status.reason}")
+    table = profiling.ptxas_table()
+    print(f"{'ptxas table':18s} {'available' if table['reason'] is None else 'absent: ' + table['reason']}")
+    return 0
+
+
+def _program(args, causal):
+    from sagelib.profiling import launch_command
+
+    return launch_command(args.backend, args.shape, causal=causal, dtype=args.dtype, mode=args.mode, layout=args.layout)
+
+
+def cmd_ncu(args) -> int:
+    import tempfile
+
+    from sagelib import profiling
+
+    causal = _validated_target(args)
+    status = profiling.tool_status("ncu")
+    if not status.available:
+        raise UsageError(f"ncu: {status.reason}")
+    log = args.log or (str(Path(args.out).with_suffix(".csv")) if args.out else tempfile.mktemp(suffix=".csv"))
+    report = profiling.ncu_profile(_program(args, causal), log_file=log, kernel_regex=args.kernel,
+                                   launch_count=args.launch_count)
+    payload = {"tool": "ncu", "version": status.version, "backend": args.backend, "shape": args.shape,
+               "causal": causal, "dtype": args.dtype, "mode": args.mode, "csv": log, **dataclasses.asdict(report)}
+    print(format_ncu(report.kernels))
+    if report.reason:
+        print(f"sagelib profile ncu: {report.reason}", file=sys.stderr)
+    _write(args.out, payload)
+    return 0 if report.ok else 1
+
+
+def format_ncu(kernels) -> str:
+    keys = ("registers_per_thread", "achieved_occupancy_pct", "tensor_pipe_pct_max", "dram_throughput_pct",
+            "local_memory_bytes", "smem_bank_conflicts", "smem_wavefronts")
+    lines = []
+    for kernel in kernels:
+        s = kernel["summary"]
+        duration = s["duration"]
+        lines.append(f"{(kernel['name'] or '?')[:90]}")
+        if duration:
+            lines.append(f"  duration {duration['value']} {duration['unit']}")
+        lines.append("  " + ", ".join(f"{k} {s[k]:.4g}" if isinstance(s[k], float) else f"{k} {s[k]}" for k in keys))
+        stalls = list(s["issue_stalls"].items())[:4]
+        if stalls:
+            lines.append("  top stalls: " + ", ".join(f"{r} {v:.3g}" for r, v in stalls))
+    return "\n".join(lines) if lines else "(no kernels)"
+
+
+def cmd_sanitize(args) -> int:
+    from sagelib import profiling
+
+    causal = _validated_target(args)
+    if args.tool not in profiling.SANITIZER_TOOLS:
+        raise UsageError(f"--tool: expected one of {', '.join(profiling.SANITIZER_TOOLS)}, got {args.tool!r}")
+    status = profiling.tool_status("compute-sanitizer")
+    if not status.available:
+        raise UsageError(f"compute-sanitizer: {status.reason}")
+    report = profiling.sanitize(_program(args, causal), args.tool)
+    verdict = "clean" if report.clean else f"NOT clean: {report.reason}"
+    print(f"compute-sanitizer {args.tool} on {args.backend} {args.shape}: {verdict}")
+    _write(args.out, dataclasses.asdict(report))
+    return 0 if report.clean else 1
+
+
+def cmd_ptxas(args) -> int:
+    from sagelib import profiling
+
+    table = profiling.ptxas_table()
+    if table["reason"] is not None:
+        print(f"sagelib profile ptxas: not available: {table['reason']}", file=sys.stderr)
+        _write(args.out, table)
+        return 1
+    for row in table["rows"]:
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    _write(args.out, table)
+    return 0
+
+
+def cmd_launch(args) -> int:
+    from sagelib.profiling import launch_once
+
+    causal = _validated_target(args)
+    print(launch_once(args.backend, args.shape, causal=causal, dtype=args.dtype, mode=args.mode,
+                      layout=args.layout, warmup=args.warmup))
+    return 0
