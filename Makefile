@@ -64,7 +64,7 @@ test: $(SAGELIB_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lab: $(LAB_STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab
 
 # Removes the environment and caches; keeps outputs/ (your runs).
 clean:

@@ -7,7 +7,9 @@ A notebook makes one :class:`Results` and records through it:
     results.add("error_budget", {"quantize_qk": 1e-4, ...})
     results.figure(fig, "error_budget")
 
-Headline numbers are the few that the run's ``index.html`` shows in its table;
+A relative ``output_dir`` (the notebooks' interactive default,
+``outputs/interactive/<NN_name>``) is taken from the repository root; the runner
+passes an absolute one. Headline numbers are the few that the run's ``index.html`` shows in its table;
 ``add`` keeps everything else a reader or a later script may want. Every call
 rewrites ``output_dir/results.json`` (atomically: a reader never sees half a
 file), so whatever a notebook recorded before a failing cell is still there.
@@ -82,6 +84,13 @@ def _finite_or_name(x: float) -> float | str:
     return x
 
 
+def _from_repo_root(path: Path) -> Path:
+    """A relative ``output_dir`` is taken from the repository root, where ``sagelib run``
+    executes notebooks; so a notebook opened in JupyterLab (whose kernel starts in
+    ``notebooks/``) writes to the same ``outputs/`` folder."""
+    return path if path.is_absolute() else Path(__file__).resolve().parent.parent / path
+
+
 def _check_key(key: Any, what: str) -> str:
     if not isinstance(key, str) or not key.strip():
         raise ValueError(f"Results.{what}: key must be a non-empty string, got {key!r}; pass a short name like 'rel_l1'")
@@ -103,7 +112,7 @@ class Results:
                 "pass the notebook's output_dir parameter"
             )
         self.notebook_name = notebook_name
-        self.output_dir = Path(output_dir)
+        self.output_dir = _from_repo_root(Path(output_dir))
         self._headlines: dict[str, dict[str, Any]] = {}
         self._values: dict[str, Any] = {}
         self._figures: dict[str, str] = {}

@@ -134,3 +134,15 @@ def test_constructor_checks_its_arguments(tmp_path, args):
 
 def test_load_results_of_a_folder_without_results(tmp_path):
     assert load_results(tmp_path) is None
+
+
+def test_relative_output_dir_is_taken_from_the_repository_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # as a JupyterLab kernel started in notebooks/ would be elsewhere
+    repo = Path(__file__).resolve().parent.parent
+    results = Results("00_demo", "outputs/interactive/test_results_relative")
+    try:
+        assert results.path == repo / "outputs" / "interactive" / "test_results_relative" / "results.json"
+        assert results.path.is_file() and not (tmp_path / "outputs").exists()
+    finally:
+        results.path.unlink()
+        results.path.parent.rmdir()
