@@ -78,11 +78,10 @@ def test_k_smoothing_rescues_int8_from_channel_outliers():
     assert smooth < 0.5 * raw
 
 
-def test_fp8_offset_cancels(monkeypatch):
+def test_fp8_offset_cancels():
     q, k, v = qkv(nq=90, nkv=200, seed=7)
     with_offset, lse_a = contract.attention(q, k, v, exact=EXACT, return_lse=True)
-    monkeypatch.setattr(P, "FP8_OFFSET", 0.0)
-    without, lse_b = contract.attention(q, k, v, exact=EXACT, return_lse=True)
+    without, lse_b = contract.attention(q, k, v, exact=EXACT, return_lse=True, fp8_offset=0.0)
     torch.testing.assert_close(with_offset, without, rtol=1e-12, atol=1e-13)
     torch.testing.assert_close(lse_a, lse_b, rtol=1e-12, atol=1e-12)
 
@@ -151,10 +150,11 @@ def test_rows_that_see_no_key_give_zero_and_minus_inf_lse():
 def test_two_level_accumulation_beats_one_level_as_n_grows():
     q, k, v = qkv(b=1, hq=1, nq=64, nkv=8192, d=64, seed=23)
     ref = contract.reference_attention(q, k, v)
-    config = dict(exact=contract.Exact(output_rounding=True))  # measure accumulation, not fp16 output
-    one = metrics.relative_l1(contract.attention(q, k, v, pv_accum="fp32", **config), ref)
-    two = metrics.relative_l1(contract.attention(q, k, v, pv_accum="fp32+fp32", **config), ref)
-    assert two < one
+    only_accumulator = contract.Exact.all_but("pv_accum")  # every other stage exact
+    errors = {mode: metrics.relative_l1(contract.attention(q, k, v, pv_accum=mode, exact=only_accumulator), ref)
+              for mode in ("fp32", "fp32+fp32")}
+    # one FP22 accumulator loses ~2**-13 relative per step on a growing sum; flushing every block bounds it
+    assert errors["fp32+fp32"] < errors["fp32"] / 5
 
 
 @pytest.mark.parametrize("d,padded", [(32, 64), (96, 128), (200, 256), (256, 256)])

@@ -30,11 +30,12 @@ class Exact:
     def stage_names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
-    def only_inexact(self, stage: str) -> "Exact":
+    @classmethod
+    def all_but(cls, stage: str) -> "Exact":
         """Everything exact except ``stage``."""
-        if stage not in self.stage_names():
-            raise ValueError(f"stage: expected one of {self.stage_names()}, got {stage!r}")
-        return replace(Exact.everything(), **{stage: False})
+        if stage not in cls.stage_names():
+            raise ValueError(f"stage: expected one of {cls.stage_names()}, got {stage!r}")
+        return replace(cls.everything(), **{stage: False})
 
     @property
     def is_everything(self) -> bool:
@@ -55,6 +56,8 @@ class ContractConfig:
     causal_alignment: str = "bottom_right"
     sm_scale: float | None = None  #: None = head_dim ** -0.5 of the unpadded head_dim
     lse_correction: str = "fp32"
+    #: The running max is stored as (max - fp8_offset); any value cancels, 8.807 makes max(P) ~ 448.
+    fp8_offset: float = P.FP8_OFFSET
     exact: Exact = field(default_factory=Exact)
     check_finite: bool = True
 

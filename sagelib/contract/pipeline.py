@@ -50,7 +50,7 @@ def attention_hnd(q, k, v, config: ContractConfig, shapes: Shapes, return_lse: b
     m = torch.full((b, h, n_q), P.INITIAL_ROW_MAX, dtype=cdtype, device=dev)
     l = torch.zeros((b, h, n_q), dtype=cdtype, device=dev)
     o = torch.zeros((b, h, n_q, dp), dtype=cdtype, device=dev)
-    offset = torch.tensor(P.FP8_OFFSET, dtype=cdtype)
+    offset = torch.tensor(config.fp8_offset, dtype=cdtype)
     log2e = _log2e(exact.float64_state)
     q_rows = torch.arange(n_q, device=dev).unsqueeze(1)
 
