@@ -269,8 +269,8 @@ def summarize_kernel(metrics: dict) -> dict:
     A figure the profiler did not report is None (the raw metrics show what was there).
     """
     def total(*names):
-        values = [_value(metrics, n) for n in names]
-        return sum(values) if any(v is not None for v in values) else None
+        values = [v for v in (_value(metrics, n) for n in names) if v is not None]
+        return sum(values) if values else None
 
     tensor = {name: m["value"] for name, m in metrics.items()
               if "tensor" in name and "pct_of_peak" in name and isinstance(m["value"], (int, float))}
