@@ -1,0 +1,57 @@
+"""``sagelib inventory``: add, block and verify through the command, with exit codes."""
+
+import pytest
+
+from sagelib import cli
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def repo(tmp_path):
+    (tmp_path / "contract.md").write_text("v1\n")
+    return tmp_path
+
+
+def inv(repo, action, *rest):
+    return ("inventory", action, "--inventory", str(repo / "inventory.json"), "--root", str(repo), *rest)
+
+
+def test_add_verify_drift_and_blockers(capsys, repo):
+    code, out, _ = run(capsys, *inv(repo, "add", "contract.md", "--kind", "contract", "--command", "by hand"))
+    assert code == 0 and "recorded contract.md" in out
+    code, out, _ = run(capsys, *inv(repo, "block", "inputs", "--subject", "tensors", "--reason", "never kept",
+                                    "--unblock", "generate"))
+    assert code == 0
+    code, out, _ = run(capsys, *inv(repo, "verify"))
+    assert code == 0 and "1 ok, 0 changed, 0 missing" in out and "[inputs] tensors: never kept" in out
+    (repo / "contract.md").write_text("v2\n")
+    code, out, _ = run(capsys, *inv(repo, "verify"))
+    assert code == 1 and "changed" in out
+    (repo / "contract.md").unlink()
+    code, out, _ = run(capsys, *inv(repo, "verify"))
+    assert code == 1 and "0 changed, 1 missing" in out
+
+
+def test_bad_input_exits_2(capsys, repo, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("elsewhere") / "x.md"
+    outside.write_text("x")
+    code, _, err = run(capsys, *inv(repo, "add", str(outside), "--kind", "contract", "--command", "c"))
+    assert code == 2 and "outside the repository" in err
+    code, _, err = run(capsys, *inv(repo, "verify"))
+    assert code == 2 and "no such file" in err
+    (repo / "inventory.json").write_text("{broken")
+    code, _, err = run(capsys, *inv(repo, "verify"))
+    assert code == 2 and "line 1" in err and "Fix:" in err
+
+
+def test_environment_file_is_recorded(capsys, repo):
+    (repo / "env.json").write_text('{"gpus": ["NVIDIA H200"]}')
+    code, _, _ = run(capsys, *inv(repo, "add", "contract.md", "--kind", "contract", "--command", "c",
+                                  "--environment", str(repo / "env.json")))
+    assert code == 0
+    assert '"NVIDIA H200"' in (repo / "inventory.json").read_text()

@@ -1,0 +1,112 @@
+"""``sagelib log``: exit codes and output of each action, on logs in a temporary folder."""
+
+import json
+
+import pytest
+
+from sagelib import cli, ledger
+
+SOURCE = "sagelib/datafile.py"  # any repository file serves as a kernel source for the fingerprint
+
+
+def run(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def log(tmp_path):
+    return str(tmp_path / "log.jsonl")
+
+
+def append(capsys, log, *extra):
+    return run(capsys, "log", "append", "--log", log, "--phase", "1", "--experiment", "e",
+               "--status", "running", "--hypothesis", "h", *extra)
+
+
+def test_append_show_verify_render(capsys, log, tmp_path):
+    code, out, _ = append(capsys, log, "--action", "built", "--measured", "tops=812.5:TOPS",
+                          "--artifact", "data/prior_work.yaml", "--measured-on", "H200",
+                          "--projection", "tops=900..1000:TOPS", "--basis", "roofline estimate")
+    assert code == 0 and "appended seq 0" in out
+    record = json.loads((tmp_path / "log.jsonl").read_text())
+    assert record["measured"][0]["value"] == 812.5
+    assert record["measured"][0]["artifacts"][0]["path"] == "data/prior_work.yaml"
+    assert record["projections"] == [{"quantity": "tops", "low": 900.0, "high": 1000.0, "unit": "TOPS",
+                                      "basis": "roofline estimate"}]
+    code, out, _ = run(capsys, "log", "show", "--log", log)
+    assert code == 0 and "running" in out
+    code, out, _ = run(capsys, "log", "verify", "--log", log)
+    assert code == 0 and "chain intact" in out
+    code, out, _ = run(capsys, "log", "render", "--log", log)
+    assert code == 0 and (tmp_path / "log.md").is_file()
+
+
+def test_verify_exits_1_and_names_the_line(capsys, log, tmp_path):
+    for _ in range(3):
+        assert append(capsys, log)[0] == 0
+    path = tmp_path / "log.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text(lines[0] + "\n" + lines[2] + "\n")
+    code, out, _ = run(capsys, "log", "verify", "--log", log)
+    assert code == 1 and "deleted" in out and "line 2" in out
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--measured", "tops=fast"), "expected QUANTITY=VALUE"),
+    (("--measured", "tops=1:TOPS"), "--measured needs --artifact"),
+    (("--projection", "tops=1:TOPS"), "--projection needs --basis"),
+    (("--measured", "tops=1", "--artifact", "/etc/hostname"), "outside the repository"),
+    (("--rule", "requires_condition"), "--rule-condition"),
+])
+def test_append_bad_input_exits_2_without_traceback(capsys, log, extra, message):
+    code, _, err = append(capsys, log, *extra)
+    assert code == 2 and message in err and "Traceback" not in err
+
+
+def test_unknown_status_is_refused_by_the_parser(capsys, log):
+    with pytest.raises(SystemExit) as caught:
+        run(capsys, "log", "append", "--log", log, "--status", "finished")
+    assert caught.value.code == 2
+
+
+def propose(capsys, log, *extra):
+    return run(capsys, "log", "propose", "--log", log, "--technique", "padded V smem", "--phase", "2",
+               "--hypothesis", "h", "--fingerprint-source", SOURCE, "--config", "blkk=128", *extra)
+
+
+def test_propose_refused_then_permitted(capsys, log, tmp_path):
+    code, out, _ = propose(capsys, log)
+    assert code == 1 and "REFUSED" in out and "p0-padded-v-smem" in out
+    assert "staging_dataflow_changed" in out
+    assert not (tmp_path / "log.jsonl").exists() or (tmp_path / "log.jsonl").read_text() == ""
+    code, out, _ = propose(capsys, log, "--experiment", "pv-1", "--declare", "staging_dataflow_changed",
+                           "--evidence", "V now staged by TMA with a swizzled layout")
+    assert code == 0 and "PERMITTED" in out
+    (record,) = ledger.read(tmp_path / "log.jsonl")
+    assert record["declarations"][0]["evidence"] == "V now staged by TMA with a swizzled layout"
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--declare", "staging_dataflow_changed"), "--evidence"),
+    (("--declare", "luck", "--evidence", "x"), "unknown condition"),
+])
+def test_propose_bad_declarations_exit_2(capsys, log, extra, message):
+    code, _, err = propose(capsys, log, *extra)
+    assert code == 2 and message in err
+
+
+def test_repair_and_import_prior(capsys, log, tmp_path):
+    assert run(capsys, "log", "import-prior", "--log", log, "--date", "2026-08-26")[0] == 0
+    with open(tmp_path / "log.jsonl", "ab") as handle:
+        handle.write(b'{"half')
+    assert run(capsys, "log", "verify", "--log", log)[0] == 1
+    code, out, _ = run(capsys, "log", "repair", "--log", log)
+    assert code == 0 and "moved the torn last line" in out
+    assert run(capsys, "log", "verify", "--log", log)[0] == 0
+
+
+def test_missing_log_is_an_input_error(capsys, tmp_path):
+    code, _, err = run(capsys, "log", "verify", "--log", str(tmp_path / "absent.jsonl"))
+    assert code == 2 and "no such file" in err
