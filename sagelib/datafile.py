@@ -40,6 +40,14 @@ def sha256_file(path: Path | str) -> str:
     return digest.hexdigest()
 
 
+def amount_text(figure: dict) -> str:
+    """``"812.5"``, ``"about 0.06"`` or ``"20.9 to 23.4"`` for a figure with value or low/high."""
+    about = "about " if figure.get("approximate") else ""
+    if figure.get("value") is not None:
+        return f"{about}{figure['value']:g}"
+    return f"{about}{figure['low']:g} to {figure['high']:g}"
+
+
 def canonical_json(value) -> str:
     """One stable text for a JSON value: sorted keys, no spaces, UTF-8 kept as is."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

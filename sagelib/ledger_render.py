@@ -15,14 +15,8 @@ import os
 from pathlib import Path
 
 from sagelib import ledger
+from sagelib.datafile import amount_text
 from sagelib.prior_work import CONDITIONS, RULE_KINDS
-
-
-def _amount(item: dict) -> str:
-    about = "about " if item.get("approximate") else ""
-    if "value" in item:
-        return f"{about}{item['value']:g}"
-    return f"{about}{item['low']:g} to {item['high']:g}"
 
 
 def _cell(text) -> str:
@@ -38,7 +32,7 @@ def _measured(items: list[dict]) -> list[str]:
         backing = ", ".join(f"`{a['path']}` ({a['sha256'][:12]})" for a in item["artifacts"])
         backing = backing or f"no artifact: {item['unbacked']}"
         lines.append("| " + " | ".join(_cell(x) for x in (
-            item["quantity"], _amount(item), item["unit"], item.get("scope", ""),
+            item["quantity"], amount_text(item), item["unit"], item.get("scope", ""),
             item.get("measured_on", ""), backing)) + " |")
     return lines + [""]
 
@@ -50,7 +44,7 @@ def _projections(items: list[dict]) -> list[str]:
              "| quantity | projected | unit | basis |", "|---|---|---|---|"]
     for item in items:
         lines.append("| " + " | ".join(_cell(x) for x in (
-            item["quantity"], f"projected {_amount(item)}", item["unit"], item["basis"])) + " |")
+            item["quantity"], f"projected {amount_text(item)}", item["unit"], item["basis"])) + " |")
     return lines + [""]
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from sagelib.datafile import DataFileError
+from sagelib.datafile import DataFileError, amount_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_PATH = REPO_ROOT / "data" / "prior_work.yaml"
@@ -91,9 +91,7 @@ class Figure:
     measured_on: str
 
     def text(self) -> str:
-        amount = f"{self.low:g} to {self.high:g}" if self.value is None else f"{self.value:g}"
-        approx = "about " if self.approximate else ""
-        return f"{self.quantity} {approx}{amount} {self.unit} ({self.scope}; measured on {self.measured_on})"
+        return f"{self.quantity} {amount_text(self.__dict__)} {self.unit} ({self.scope}; measured on {self.measured_on})"
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagelib import ledger, prior_work
-from sagelib.datafile import canonical_json, repo_relative, sha256_bytes, sha256_file
+from sagelib.datafile import amount_text, canonical_json, repo_relative, sha256_bytes, sha256_file
 
 
 @dataclass(frozen=True)
@@ -138,8 +138,7 @@ def _same_attempt(a: dict, b: dict) -> bool:
 def _figures_text(measured: list[dict]) -> str:
     parts = []
     for item in measured:
-        amount = f"{item['value']:g}" if "value" in item else f"{item['low']:g} to {item['high']:g}"
-        parts.append(f"{item['quantity']} {amount} {item['unit']}".rstrip())
+        parts.append(f"{item['quantity']} {amount_text(item)} {item['unit']}".rstrip())
     return "; ".join(parts)
 
 

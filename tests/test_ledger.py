@@ -56,6 +56,16 @@ def write_lines(path, lines):
     path.write_text("".join(line + "\n" for line in lines))
 
 
+def rewrite(path, index, rehash, **changes):
+    """Change record ``index`` in place, recomputing its own hash when ``rehash``."""
+    lines = lines_of(path)
+    record = {**json.loads(lines[index]), **changes}
+    if rehash:
+        record["sha256"] = self_hash(record)
+    lines[index] = canonical(record)
+    write_lines(path, lines)
+
+
 def kinds(report):
     return [(p.kind, p.line) for p in report.problems]
 
@@ -134,11 +144,7 @@ def test_figure_hashes_artifacts_and_refuses_outside_paths(tmp_path):
 
 def test_edited_record_is_named(tmp_path):
     path = make_log(tmp_path)
-    lines = lines_of(path)
-    record = json.loads(lines[2])
-    record["decision"] = "rewritten after the fact"
-    lines[2] = canonical(record)
-    write_lines(path, lines)
+    rewrite(path, 2, rehash=False, decision="rewritten after the fact")
     report = ledger.verify(path)
     assert kinds(report) == [("edited", 3)]
     assert report.problems[0].seq == 2
@@ -146,12 +152,7 @@ def test_edited_record_is_named(tmp_path):
 
 def test_edit_with_recomputed_hash_breaks_the_next_link(tmp_path):
     path = make_log(tmp_path)
-    lines = lines_of(path)
-    record = json.loads(lines[1])
-    record["hypothesis"] = "changed"
-    record["sha256"] = self_hash(record)
-    lines[1] = canonical(record)
-    write_lines(path, lines)
+    rewrite(path, 1, rehash=True, hypothesis="changed")
     report = ledger.verify(path)
     assert kinds(report) == [("chain", 3)]
     assert "seq 1 (line 2)" in report.problems[0].message
@@ -159,12 +160,7 @@ def test_edit_with_recomputed_hash_breaks_the_next_link(tmp_path):
 
 def test_edited_last_record_is_caught_by_the_view_anchor(tmp_path):
     path = make_log(tmp_path)
-    lines = lines_of(path)
-    record = json.loads(lines[-1])
-    record["decision"] = "changed"
-    record["sha256"] = self_hash(record)
-    lines[-1] = canonical(record)
-    write_lines(path, lines)
+    rewrite(path, -1, rehash=True, decision="changed")
     assert kinds(ledger.verify(path)) == [("anchor", 5)]
 
 
@@ -216,12 +212,7 @@ def test_malformed_and_hand_formatted_lines_are_named(tmp_path):
 
 def test_unknown_status_in_the_file_is_a_schema_problem(tmp_path):
     path = make_log(tmp_path, 2)
-    lines = lines_of(path)
-    record = json.loads(lines[1])
-    record["status"] = "finished"
-    record["sha256"] = self_hash(record)
-    lines[1] = canonical(record)
-    write_lines(path, lines)
+    rewrite(path, 1, rehash=True, status="finished")
     report = ledger.verify(path, view=None)
     assert kinds(report) == [("schema", 2)]
     assert "unknown status 'finished'" in report.problems[0].message
