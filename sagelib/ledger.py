@@ -361,24 +361,26 @@ def _check_anchor(report: VerifyReport, parsed: list[tuple[int, dict | None]], v
                                "detected; run `sagelib log render`")
         return
     count, head = anchor
-    lines = [rec for _, rec in parsed]
-    if len(lines) < count:
-        report.problems.append(Problem(
-            len(lines) or None, None, "truncated",
-            f"the log has {len(lines)} record(s) but {view.name} was rendered from {count} "
-            f"(head {head[:12]}): record(s) seq {len(lines)}..{count - 1} were removed",
-            "restore the removed records from version control"))
-        return
-    if count:
-        anchored = lines[count - 1]
-        if anchored is None or anchored.get("sha256") != head:
+    records = [rec for _, rec in parsed if isinstance(rec, dict)]
+    by_seq = {rec.get("seq"): (number, rec) for number, rec in parsed if isinstance(rec, dict)}
+    seqs = [s for s in by_seq if isinstance(s, int)]
+    highest = max(seqs, default=-1)
+    if count and not any(rec.get("sha256") == head for rec in records):
+        if highest < count - 1:
             report.problems.append(Problem(
-                count, None if anchored is None else anchored.get("seq"), "anchor",
-                f"line {count} is not the record {view.name} was rendered from (head {head[:12]}): "
-                "it was replaced after rendering",
+                len(parsed) or None, None, "truncated",
+                f"{view.name} was rendered from {count} record(s) (head {head[:12]}) but the log "
+                f"ends at seq {highest}: record(s) seq {highest + 1}..{count - 1} were removed",
+                "restore the removed records from version control"))
+        else:
+            number, _ = by_seq.get(count - 1, (None, None))
+            report.problems.append(Problem(
+                number, count - 1, "anchor",
+                f"record seq {count - 1} is not the one {view.name} was rendered from "
+                f"(head {head[:12]}): it was replaced after rendering",
                 "restore the log from version control"))
-    if len(lines) > count:
-        report.warnings.append(f"{view.name} is {len(lines) - count} record(s) behind the log; "
+    if highest + 1 > count:
+        report.warnings.append(f"{view.name} is {highest + 1 - count} record(s) behind the log; "
                                "run `sagelib log render`")
 
 
@@ -508,11 +510,6 @@ def repair(path: Path | str | None = None) -> Path | None:
         os.ftruncate(fd, cut)
         os.fsync(fd)
     return aside
-
-
-def artifact_path_check(path: Path | str, root: Path | str | None = None) -> str:
-    """Repository-relative form of an artifact path (refuses paths outside the repository)."""
-    return repo_relative(path, root if root is not None else REPO_ROOT)
 
 
 def load_fields_json(path: Path | str) -> dict:
