@@ -107,6 +107,9 @@ def format_ceilings(ceilings: dict[str, dict]) -> str:
         if c.get("value") is None:
             lines.append(f"{name:10s} not measured: {c.get('reason')}")
         else:
-            iqr = c["stats"]["iqr_ms"] / c["stats"]["median_ms"] * 100
-            lines.append(f"{name:10s} {c['value']:8.1f} {c['unit']:5s} ({c['what']}; IQR {iqr:.1f}% of median, {c['timer']})")
+            stats = c.get("stats") or {}
+            spread = (f"; IQR {stats['iqr_ms'] / stats['median_ms'] * 100:.1f}% of median"
+                      if stats.get("median_ms") else "")
+            lines.append(f"{name:10s} {c['value']:8.1f} {c.get('unit', ''):5s} "
+                         f"({c.get('what', '?')}{spread}, {c.get('timer', '?')})")
     return "\n".join(lines)

@@ -1,0 +1,129 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Performance against the peers
+#
+# How fast is each attention backend, and how close does it come to what the card can do?
+# Every number here is timed by `sagelib.bench`: CUDA events after warm-up, the median of many
+# repetitions (with the interquartile range kept), inputs rotated across buffers that together
+# exceed twice the L2, fresh random data, and every output checked (poisoned memory first, then
+# every element finite and sampled rows against exact attention).
+#
+# Operations are counted as 4·B·H·N²·D (half when causal), the peers' own convention, at a fixed
+# token count B·N so that every point moves the same amount of data through the projections.
+# The card's ceilings (int8 GEMM, fp8 GEMM, bf16 GEMM, device copy) are measured in the same run.
+#
+# Without a GPU this report measures nothing: it shows the most recent **recorded** GPU results
+# from `data/results/`, with their date, card and provenance.
+
+# %% tags=["parameters"]
+output_dir = "outputs/interactive/03_performance"
+device = "cuda"
+backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda"]
+head_dims = [64, 128]
+seq_lens = [1024, 2048, 4096, 8192, 16384, 32768]
+tokens = 32768
+heads = 32
+causal_modes = [False, True]
+dtype = "fp16"
+reps = 20
+budget_s = 0.4
+baseline = "sdpa-cudnn"
+recorded_dir = "data/results"
+save_recording = False
+
+# %%
+import json
+from pathlib import Path
+
+import torch
+from IPython.display import Markdown, display
+
+from sagelib import bench, bench_plots, bench_records
+from sagelib.bench_ceilings import format_ceilings, measure_ceilings
+from sagelib.results import Results
+
+results = Results("03_performance", output_dir)
+not_live = bench_records.why_not_live(device)
+results.add("measured_now", not_live is None)
+
+# %% [markdown]
+# ## What runs here
+# Backends that cannot run on this machine are named with the reason and left out; the rest
+# are timed end to end and, for quantized backends, also kernel-only (inputs quantized ahead of
+# time), so the cost of quantization is visible as the gap between the two.
+
+# %%
+if not_live is None:
+    usable, skipped = bench_records.usable_backends(backends)
+    results.add("skipped_backends", skipped)
+    display(Markdown(f"Measuring now on **{torch.cuda.get_device_name()}**: {', '.join(usable) or 'no backend'}"))
+    for name, reason in skipped.items():
+        display(Markdown(f"- `{name}` left out: {reason}"))
+    ceilings = measure_ceilings(torch.device("cuda"))
+    print(format_ceilings(ceilings))
+    plan = bench_records.curve_plan(usable, head_dims=head_dims, seq_lens=seq_lens, tokens=tokens, heads=heads,
+                                    causal_modes=causal_modes, dtype=dtype, reps=reps, budget_s=budget_s)
+    document = bench.run_sweep(plan, torch.device("cuda"), ceilings=ceilings,
+                               command=f"notebook 03_performance (output_dir={output_dir})")
+    (Path(output_dir) / "bench.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+    if save_recording:
+        display(Markdown(f"Recorded into `{bench_records.save(document, recorded_dir, stem='performance')}`."))
+    recorded = False
+else:
+    document, path = bench_records.latest(recorded_dir)
+    display(Markdown(bench_records.recorded_banner(document, path, not_live)))
+    results.add("recorded_file", str(path) if path else None)
+    recorded = True
+
+# %% [markdown]
+# ## Throughput against sequence length
+# One panel per head_dim and masking; one line per backend; dashed lines are kernel-only times.
+
+# %%
+if document is not None:
+    fig = bench_plots.tops_vs_n(document, recorded=recorded)
+    results.figure(fig, "tops_vs_n")
+
+# %% [markdown]
+# ## Speedup over the strongest fp16 peer
+# Ratios above 1 beat the baseline on the same shape, in the same run.
+
+# %%
+if document is not None:
+    fig = bench_plots.speedup_vs_n(document, baseline=baseline, recorded=recorded)
+    results.figure(fig, f"speedup_over_{baseline}")
+
+# %% [markdown]
+# ## Against the card's ceilings
+# The int8 GEMM bounds Q·Kᵀ, the fp8 GEMM bounds P·V, the bf16 GEMM bounds the fp16 peers.
+# An attention kernel also spends time on softmax, so the GEMM rate is a ceiling, not a target.
+
+# %%
+if document is not None:
+    print(format_ceilings(document["ceilings"]) if document["ceilings"] else "no ceilings in this document")
+    fig = bench_plots.against_ceilings(document, recorded=recorded)
+    results.figure(fig, "against_ceilings")
+
+# %% [markdown]
+# ## Every measurement
+# Median and IQR per case, TOPS, the ratio to each peer measured in the same run, and the
+# output check (relative L1 against exact attention on sampled rows).
+
+# %%
+if document is not None:
+    print(bench.format_table(document))
+    results.add("bench", document)
+    for name, value in bench_records.headline_figures(document).items():
+        results.headline(name, value, unit="TOPS" if name.startswith("tops") else "x",
+                         note=("recorded " + document["created_utc"][:10]) if recorded else "measured now")

@@ -1,0 +1,90 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Inside the kernels: compiler resources and hardware counters
+#
+# Timings say how fast; this report says why. Two sources, each reported as absent when absent:
+#
+# * **ptxas** (through `sagelib.cuda.check`, no GPU needed, only `nvcc`): registers, spills,
+#   stack and shared memory of every kernel for every target architecture. A spill or a register
+#   count that caps occupancy shows here before anything runs.
+# * **Nsight Compute** (on a GPU host): one launch of each backend's kernels, profiled with
+#   `--clock-control none` (the card's clocks are left alone), and the figures that decide an
+#   attention kernel put side by side: tensor-pipe utilisation, achieved occupancy, registers,
+#   local-memory traffic, shared-memory bank conflicts and wavefronts, DRAM throughput and the
+#   dominant issue stall.
+
+# %% tags=["parameters"]
+output_dir = "outputs/interactive/04_profile"
+device = "cuda"
+backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda"]
+shape = "1:32:4096:128"
+causal = False
+mode = "end_to_end"
+launch_count = 8
+recorded_dir = "data/results"
+
+# %%
+from pathlib import Path
+
+from IPython.display import Markdown, display
+
+from sagelib import bench_records, profiling
+from sagelib.results import Results
+
+results = Results("04_profile", output_dir)
+tools = profiling.tools()
+display(Markdown(bench_records.markdown_table([
+    {"tool": name, "found": status.path or "no", "version or reason": status.version if status.available else status.reason}
+    for name, status in tools.items()])))
+results.add("tools", {name: {"path": s.path, "version": s.version, "reason": s.reason} for name, s in tools.items()})
+
+# %% [markdown]
+# ## ptxas: resources per kernel and architecture
+
+# %%
+ptxas = profiling.ptxas_table()
+results.add("ptxas", ptxas)
+if ptxas["reason"] is None:
+    display(Markdown(bench_records.markdown_table(ptxas["rows"])))
+    results.headline("ptxas_rows", len(ptxas["rows"]), note="kernel x architecture pairs compiled")
+else:
+    display(Markdown(f"**No ptxas table:** {ptxas['reason']}."))
+
+# %% [markdown]
+# ## Nsight Compute: one launch of each backend, side by side
+
+# %%
+not_live = bench_records.why_not_live(device)
+if not_live is None and not tools["ncu"].available:
+    not_live = tools["ncu"].reason
+if not_live is None:
+    usable, skipped = bench_records.usable_backends(backends)
+    for name, reason in skipped.items():
+        display(Markdown(f"- `{name}` left out: {reason}"))
+    document = bench_records.profile_backends(usable, shape, causal=causal, mode=mode,
+                                              log_dir=Path(output_dir) / "ncu", launch_count=launch_count)
+    display(Markdown(f"Measured now: `{shape}`, causal={causal}, {mode}, ncu {document['tool']['ncu']}."))
+else:
+    document, path = bench_records.latest(recorded_dir, bench_records.NCU_SCHEMA)
+    display(Markdown(bench_records.recorded_banner(document, path, not_live)))
+
+# %%
+if document is not None:
+    rows = bench_records.ncu_rows(document)
+    display(Markdown(bench_records.markdown_table(rows)))
+    results.add("ncu", document)
+    results.add("ncu_rows", rows)
+    for profile in document["profiles"]:
+        if profile.get("reason"):
+            display(Markdown(f"- `{profile['backend']}`: {profile['reason']}"))

@@ -1,0 +1,112 @@
+"""Figures of benchmark documents: TOPS against N, speedups, and kernels against the ceilings.
+
+Each function takes a document of :func:`sagelib.bench.run_sweep` (measured now or recorded)
+and returns a matplotlib Figure; a recorded document gets "RECORDED <date>, <card>" in its title
+so a figure cut out of the report still says it was not measured in this run.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import matplotlib.pyplot as plt
+
+from sagelib import bench
+
+
+def _label(record: dict) -> str:
+    return record["backend"] if record["mode"] == "end_to_end" else f"{record['backend']} (kernel only)"
+
+
+def _title(document: dict, recorded: bool) -> str:
+    card = (document.get("device") or {}).get("name", "?")
+    when = document.get("created_utc", "?")
+    return f"RECORDED {when[:10]} on {card}" if recorded else f"measured now on {card}"
+
+
+def _cases(document: dict):
+    """(head_dim, causal) -> label -> sorted [(N, tops)] for every timed record."""
+    cases: dict = defaultdict(lambda: defaultdict(list))
+    for r in document["records"]:
+        if r.get("tops") and not r.get("error"):
+            cases[(r["shape"]["head_dim"], r["causal"])][_label(r)].append((r["shape"]["seq_q"], r["tops"]))
+    return {key: {label: sorted(points) for label, points in series.items()} for key, series in sorted(cases.items())}
+
+
+def _grid(n_panels: int):
+    cols = 2 if n_panels > 1 else 1
+    rows = (n_panels + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.2 * rows), squeeze=False)
+    for ax in axes.flat[n_panels:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def tops_vs_n(document: dict, *, recorded: bool = False):
+    """One panel per (head_dim, causal): TOPS against N, one line per backend (and kernel-only)."""
+    cases = _cases(document)
+    fig, axes = _grid(max(1, len(cases)))
+    for ax, ((d, causal), series) in zip(axes, cases.items()):
+        for label, points in series.items():
+            ax.plot([n for n, _ in points], [t for _, t in points], marker="o",
+                    linestyle="--" if "kernel only" in label else "-", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length N (B x N fixed)")
+        ax.set_ylabel("TOPS (4·B·H·N²·D" + (" / 2)" if causal else ")"))
+        ax.set_title(f"head_dim {d}, {'causal' if causal else 'non-causal'}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"Attention throughput — {_title(document, recorded)}")
+    fig.tight_layout()
+    return fig
+
+
+def speedup_vs_n(document: dict, *, baseline: str, recorded: bool = False):
+    """Each backend's TOPS over ``baseline``'s end-to-end TOPS on the same case, against N."""
+    rows = bench.peer_ratios(document["records"], peers=(baseline,))
+    cases: dict = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if baseline in r["ratio"] and not (r["backend"] == baseline and r["mode"] == "end_to_end"):
+            cases[(r["shape"]["head_dim"], r["causal"])][_label(r)].append((r["shape"]["seq_q"], r["ratio"][baseline]))
+    fig, axes = _grid(max(1, len(cases)))
+    for ax, ((d, causal), series) in zip(axes, sorted(cases.items())):
+        for label, points in series.items():
+            points.sort()
+            ax.plot([n for n, _ in points], [x for _, x in points], marker="o",
+                    linestyle="--" if "kernel only" in label else "-", label=label)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length N")
+        ax.set_ylabel(f"speedup over {baseline}")
+        ax.set_title(f"head_dim {d}, {'causal' if causal else 'non-causal'}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    if not cases:
+        axes[0].text(0.5, 0.5, f"{baseline} was not measured", ha="center", va="center", transform=axes[0].transAxes)
+    fig.suptitle(f"Speedup over {baseline} — {_title(document, recorded)}")
+    fig.tight_layout()
+    return fig
+
+
+def against_ceilings(document: dict, *, recorded: bool = False):
+    """Each backend's best TOPS (any case) as a bar, with the measured GEMM ceilings as lines."""
+    best: dict[str, float] = {}
+    for r in document["records"]:
+        if r.get("tops") and not r.get("error"):
+            best[_label(r)] = max(best.get(_label(r), 0.0), r["tops"])
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    labels = sorted(best, key=best.get)
+    ax.barh(labels, [best[k] for k in labels], color="tab:blue")
+    for i, k in enumerate(labels):
+        ax.text(best[k], i, f" {best[k]:.0f}", va="center", fontsize=8)
+    styles = {"int8_gemm": "tab:red", "fp8_gemm": "tab:purple", "bf16_gemm": "tab:green"}
+    for name, color in styles.items():
+        c = (document.get("ceilings") or {}).get(name) or {}
+        if c.get("value"):
+            ax.axvline(c["value"], color=color, linestyle="--", label=f"{name}: {c['value']:.0f} TOPS (measured)")
+    ax.set_xlabel("TOPS (best case of the sweep)")
+    ax.set_title(f"Kernels against the card's ceilings — {_title(document, recorded)}")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,98 @@
+"""Notebooks 03 and 04 without a GPU: nothing measured now, recorded results shown as recorded.
+
+The notebooks are executed for real (jupytext -> papermill, the runner's path) with the `tiny`
+profile. The recordings they are pointed at are either an empty folder or small documents
+written here, plus the GPU recordings committed in data/results/, which must validate.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sagelib import bench, bench_records, runner
+
+
+def _run(tmp_path, name, recorded_dir):
+    report = runner.run("tiny", only=[name], overrides={"recorded_dir": str(recorded_dir)},
+                        out=tmp_path / "run", progress_bar=False, log=lambda line: None)
+    (outcome,) = report.outcomes
+    assert outcome.ok, outcome.error
+    folder = tmp_path / "run" / name
+    return json.loads((folder / "results.json").read_text()), (folder / f"{name}.html").read_text()
+
+
+def _recorded_bench_document():
+    records = []
+    for backend, tops in (("sdpa-flash", 330.0), ("sdpa-cudnn", 560.0), ("sage", 440.0)):
+        for n, batch in ((1024, 32), (16384, 2)):
+            shape = bench.Shape(batch, 32, n, n, 128)
+            ops = bench.attention_ops(shape, False)
+            median = ops / (tops * 1e12) * 1e3
+            records.append({
+                "backend": backend, "mode": "end_to_end", "shape": {"batch": batch, "heads": 32, "seq_q": n, "seq_kv": n,
+                                                                    "head_dim": 128},
+                "causal": False, "dtype": "fp16", "layout": "HND", "ops": ops, "timer": "cuda-events",
+                "stats": {"median_ms": median, "iqr_ms": 0.01}, "tops": tops, "check": {"ok": True, "rel_l1": 0.001},
+                "error": None})
+    return {"schema": bench.SCHEMA, "created_utc": "2026-11-29T10:00:00Z", "command": "sagelib bench (test document)",
+            "device": {"type": "cuda", "name": "Test GPU 9000"},
+            "environment": {"git_commit": "abc1234", "driver": "1.0", "cuda_runtime": "13.0", "torch": "2.x"},
+            "plan": {}, "ceilings": {"int8_gemm": {"value": 890.0, "unit": "TOPS"}}, "records": records}
+
+
+def test_03_without_recordings_says_nothing_was_measured(tmp_path):
+    values, html = _run(tmp_path, "03_performance", tmp_path / "empty")
+    assert values["values"]["measured_now"] is False
+    assert "Nothing was measured in this run" in html and "No recorded GPU results" in html
+    assert values["figures"] == []
+
+
+def test_03_shows_the_latest_recording_labelled_as_recorded(tmp_path):
+    recorded = tmp_path / "recorded"
+    old = _recorded_bench_document()
+    old["created_utc"] = "2025-01-01T00:00:00Z"
+    old["device"]["name"] = "Older GPU"
+    bench_records.save(old, recorded)
+    path = bench_records.save(_recorded_bench_document(), recorded)
+    values, html = _run(tmp_path, "03_performance", recorded)
+    assert values["values"]["recorded_file"] == str(path)
+    assert "RECORDED results" in html and "Test GPU 9000" in html and "abc1234" in html
+    assert "Older GPU" not in html
+    assert {f["name"] for f in values["figures"]} == {"tops_vs_n", "speedup_over_sdpa-cudnn", "against_ceilings"}
+    headline = values["headlines"]["tops_sdpa-cudnn_d128_n16384"]
+    assert headline["value"] == 560.0 and headline["note"].startswith("recorded 2026-11-29")
+
+
+def test_04_without_gpu_reports_each_tool_and_the_recording(tmp_path):
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    document = {"schema": bench_records.NCU_SCHEMA, "created_utc": "2026-11-29T11:00:00Z",
+                "device": {"name": "Test GPU 9000"}, "environment": {"git_commit": "abc1234"}, "tool": {},
+                "profiles": [{"backend": "sdpa-cudnn", "reason": None, "kernels": [
+                    {"name": "void cudnn::fmha_fwd<Traits<128>>(Params)", "summary": {
+                        "registers_per_thread": 168, "achieved_occupancy_pct": 11.9, "tensor_pipe_pct_max": 71.0,
+                        "issue_stalls": {"math_pipe_throttle": 1.2}}}]}]}
+    (recorded / "2026-11-29-test-ncu.json").write_text(json.dumps(document))
+    values, html = _run(tmp_path, "04_profile", recorded)
+    assert set(values["values"]["tools"]) == {"ncu", "compute-sanitizer", "nvcc"}
+    assert "ptxas" in values["values"]
+    assert "RECORDED results" in html and "fmha_fwd" in html
+    assert values["values"]["ncu_rows"][0]["registers"] == 168
+
+
+def test_short_kernel_names():
+    assert bench_records.short_kernel_name("void flash::flash_fwd_kernel<Traits<128, 64>, true>(Params)") == "flash_fwd_kernel"
+    assert bench_records.short_kernel_name("_attn_fwd") == "_attn_fwd"
+
+
+def test_committed_gpu_recordings_validate():
+    found = bench_records.load_all(bench_records.RESULTS_DIR)
+    if not found:
+        pytest.skip("no GPU recording committed in data/results yet")
+    for document, path in found:
+        bench.validate_document(document)
+        assert document["device"]["type"] == "cuda", path
+        assert document["environment"].get("gpus"), f"{path}: no GPU named in the provenance"
+        assert all(r["timer"] == "cuda-events" for r in document["records"]), path
