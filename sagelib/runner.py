@@ -379,6 +379,9 @@ def execute_notebook(
             execution_timeout=cell_timeout_s,
             progress_bar=progress_bar,
             request_save_on_cell_execute=True,
+            # Kernel machinery warnings (e.g. ipykernel's note about plain TCP on
+            # localhost) are noise here; the notebook's own warnings still reach its outputs.
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
     except PapermillExecutionError as exc:
         outcome.status = "failed"

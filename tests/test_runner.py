@@ -326,3 +326,15 @@ def test_every_real_notebook_runs_with_the_tiny_profile(tmp_path):
         page = Path(outcome.html).read_text()
         assert outcome.html == str(folder / f"{outcome.name}.html") and "<html" in page
     assert report.index.is_file()
+
+
+def test_kernel_check_flags_a_stray_python3_kernelspec(tmp_path, monkeypatch):
+    assert runner.kernel_warning() is None  # this environment's own kernel
+    spec = tmp_path / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps(
+        {"argv": ["/opt/other/bin/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+         "display_name": "Python 3", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))  # searched before the environment's own folder
+    warning = runner.kernel_warning()
+    assert warning and "/opt/other/bin/python" in warning
