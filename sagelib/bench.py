@@ -481,7 +481,7 @@ def run_sweep(
 ) -> dict:
     """Run the grid of ``plan`` on ``device`` and return the JSON document (see :data:`SCHEMA`)."""
     from sagelib import backends as registry
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     dtype = parse_dtype(plan.dtype)
     instances = [registry.get(name) for name in plan.backends]

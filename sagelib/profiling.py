@@ -22,6 +22,7 @@ exactly one call inside it, so ncu sees one launch of each kernel that call make
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import re
@@ -172,11 +173,13 @@ def _names_listed(argv: list[str], pattern: str) -> tuple[set[str] | None, str |
     return names, None
 
 
+@functools.lru_cache(maxsize=None)
 def supported_sections(ncu: str) -> tuple[set[str] | None, str | None]:
     """Section identifiers this ncu knows (``ncu --list-sections``)."""
     return _names_listed([ncu, "--list-sections"], r"^\s*([A-Za-z][A-Za-z0-9_]+)\s")
 
 
+@functools.lru_cache(maxsize=None)
 def supported_metric_bases(ncu: str, chip: str | None = None) -> tuple[set[str] | None, str | None]:
     """Metric base names ncu knows for the local GPU (or ``chip``), from ``ncu --query-metrics``."""
     argv = [ncu, "--query-metrics"] + (["--chip", chip] if chip else [])
@@ -216,10 +219,12 @@ def parse_ncu_csv(text: str) -> list[dict]:
     details page (one long row per metric). Lines ncu writes about itself (``==PROF==``,
     ``==WARNING==``) are skipped.
     """
-    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("==")]
-    rows = list(csv.reader(io.StringIO("\n".join(lines))))
-    if not rows:
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    if start is None:
         return []
+    # The program's own output may be interleaved: keep only quoted CSV rows after the header.
+    rows = list(csv.reader(io.StringIO("\n".join(line for line in lines[start:] if line.startswith('"')))))
     header = rows[0]
     kernels: dict[str, dict] = {}
     if "Metric Name" in header:  # details page: long format
@@ -360,7 +365,7 @@ def ncu_profile(program: list[str], *, log_file: str | os.PathLike, kernel_regex
     report.returncode = done.returncode
     report.log_tail = (done.stdout + done.stderr)[-4000:]
     text = Path(log_file).read_text(errors="replace") if Path(log_file).is_file() else ""
-    report.kernels = parse_ncu_csv(text)
+    report.kernels = parse_ncu_csv(text) or parse_ncu_csv(done.stdout)
     for kernel in report.kernels:
         kernel["summary"] = summarize_kernel(kernel["metrics"])
     if done.returncode != 0:
