@@ -29,13 +29,13 @@ python3 -m sagelib profile tools 2>&1 | tee -a "$log"
 python3 -m sagelib bench --list 2>&1 | tee -a "$log"
 
 step "notebooks 03 and 04, gpu profile"
-timeout 420 python3 -m sagelib run --profile gpu --only 03_performance --only 04_profile --out /tmp/gpurun --no-progress 2>&1 | tee -a "$log"
+timeout 250 python3 -m sagelib run --profile gpu --only 03_performance --only 04_profile --out /tmp/gpurun --no-progress 2>&1 | tee -a "$log"
 tar czf "$OUT/gpurun.tgz" -C /tmp gpurun 2>>"$log"
 
 shapes=32:32:1024:128,8:32:4096:128,2:32:16384:128,32:32:1024:64,8:32:4096:64,2:32:16384:64
 if [ ! -s /tmp/gpurun/03_performance/bench.json ]; then
     step "fallback: sagelib bench on the peers"
-    timeout 300 python3 -m sagelib bench --backends sdpa-flash,sdpa-cudnn,sage --shapes "$shapes" --causal no,yes \
+    timeout 150 python3 -m sagelib bench --backends sdpa-flash,sdpa-cudnn,sage --shapes "$shapes" --causal no,yes \
         --dtype fp16 --no-progress --out "$OUT/bench-peers.json" 2>&1 | tee -a "$log"
 fi
 if ! ls /tmp/gpurun/04_profile/ncu/*.csv >/dev/null 2>&1; then
@@ -44,9 +44,9 @@ if ! ls /tmp/gpurun/04_profile/ncu/*.csv >/dev/null 2>&1; then
 fi
 
 step "reference backend on the GPU (small: it is the contract, not a kernel)"
-timeout 90 python3 -m sagelib bench --backends reference,sdpa-flash --shapes 1:8:1024:128 --causal no --ceilings skip \
+timeout 60 python3 -m sagelib bench --backends reference,sdpa-flash --shapes 1:8:1024:128 --causal no --ceilings skip \
     --reps 5 --warmup 1 --no-progress --out "$OUT/bench-reference.json" 2>&1 | tee -a "$log"
 
 step "GPU-marked harness tests"
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_bench.py tests/test_profiling.py 2>&1 | tail -15 | tee -a "$log"
+timeout 90 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_bench.py tests/test_profiling.py 2>&1 | tail -15 | tee -a "$log"
 step "done"
