@@ -154,3 +154,48 @@ results.figure(fig, "accumulation")
 one, two = accumulation.series["fp32 (one FP22 accumulator)"][-1], accumulation.series["fp32+fp32 (flushed every block)"][-1]
 results.headline(f"one-level / two-level accumulator error at N={accumulation.x[-1]}", one / two)
 display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error is **{one / two:.0f}x** the flushed one's."))
+
+# %% [markdown]
+# ## Phase 0: provenance
+# Nothing builds on earlier work until its artifacts are rehashed. The reference
+# inventory (`data/reference_inventory.json`) lists every artifact results rest on;
+# where provenance is missing it is recorded as a blocker, never filled in by guess.
+
+# %%
+from sagelib import ledger, prior_work, provenance
+
+inventory = [row.as_dict() for row in provenance.verify_inventory()]
+results.add("inventory", inventory)
+results.headline("inventory artifacts unchanged", f"{sum(r['status'] == 'ok' for r in inventory)}/{len(inventory)}")
+plots.table([{**r, "recorded_sha256": (r["recorded_sha256"] or "")[:12], "current_sha256": (r["current_sha256"] or "")[:12]}
+             for r in inventory])
+
+# %% [markdown]
+# ### Blockers: provenance that is missing
+
+# %%
+blockers = [b.as_dict() for b in provenance.blockers()]
+results.add("blockers", blockers)
+plots.table(blockers)
+
+# %% [markdown]
+# ### Closed prior work and the rule that reopens each
+# `sagelib log propose` refuses a proposal that matches a closed experiment unless
+# the rule's condition is declared with evidence, and refuses an unchanged repeat outright.
+
+# %%
+prior = prior_work.load().table_rows()
+results.add("prior work", prior)
+plots.table(prior)
+
+# %% [markdown]
+# ### The experiment log's hash chain
+
+# %%
+log_report = ledger.verify()
+results.headline("experiment log chain intact", log_report.ok)
+results.add("experiment log", {"records": log_report.records, "head_sha256": log_report.head_sha256,
+                               "problems": log_report.rows()})
+display(Markdown(f"`{log_report.summary()}`"))
+if log_report.rows():
+    display(plots.table(log_report.rows()))
