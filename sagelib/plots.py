@@ -86,3 +86,37 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def stacked_bars(categories: Sequence[str], stacks: Mapping[str, Sequence[float]], ylabel: str, title: str = "",
+                 limits: Mapping[str, float] | None = None, ax=None):
+    """One bar per category, split into ``stacks`` (label -> value per category); dashed lines for ``limits``."""
+    fig, ax = _axes(ax, (10, 4.5))
+    bottom = [0.0] * len(categories)
+    for label, values in stacks.items():
+        ax.bar(range(len(categories)), list(values), bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    for i, (label, y) in enumerate((limits or {}).items()):
+        ax.axhline(y, linestyle="--", color="black", linewidth=1)
+        ax.text(len(categories) - 0.5, y, f" {label}", va="bottom" if i == 0 else "top", ha="right", fontsize=8)
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def grouped_bars(categories: Sequence[str], groups: Mapping[str, Sequence[float]], ylabel: str, title: str = "",
+                 ax=None, value_format: str = "%.0f"):
+    """Bars side by side: one group per category, one bar per ``groups`` entry."""
+    fig, ax = _axes(ax, (10, 4.5))
+    width = 0.8 / max(1, len(groups))
+    for i, (label, values) in enumerate(groups.items()):
+        xs = [j + (i - (len(groups) - 1) / 2) * width for j in range(len(categories))]
+        bars = ax.bar(xs, list(values), width, label=label)
+        ax.bar_label(bars, fmt=value_format, fontsize=7, padding=1)
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,164 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Who owns which state (Phase 1)
+#
+# The research this workbook grew from closed a series of micro-optimisations of the
+# mma.sync kernel (register caps, narrowed scopes, score aliasing, early K prefetch,
+# softmax interleaving, padded V staging, temporal pairing), each worth under one
+# percent. Their common lesson: the next step in speed is structural, a change in
+# **who owns which state, and when**: Q fragments, scores S, probabilities P, the O
+# accumulator, the softmax row state, and the shared-memory stages.
+#
+# This notebook puts the candidate structures side by side, derives what each costs
+# in registers, shared memory and occupancy, and the bounds it implies from the three
+# units that can limit attention: the tensor cores, the special-function unit (one
+# exp2 per score, plus the int32-to-float conversion if it runs there) and memory.
+# **Bounds are projections**, arithmetic on stated rates; where a GPU is present the
+# rates that decide are measured by microbenchmarks and the bounds recomputed.
+
+# %% tags=["parameters"]
+output_dir = "outputs/interactive/01_ownership"
+device = "cpu"
+batch = 2
+heads = 32
+n_tokens = 16384
+head_dims = [64, 128]
+measure = True
+
+# %%
+from IPython.display import Markdown, display
+
+from sagelib import microbench, ownership, plots
+from sagelib.results import Results
+
+results = Results("01_ownership", output_dir)
+architectures = ownership.CANDIDATES
+
+# %% [markdown]
+# ## The candidates and who owns what
+
+# %%
+plots.table([{"structure": a.name, "MMA": a.mma, "query rows per MMA group": a.rows, "groups per CTA": a.groups,
+              "keys per step": a.block_n, **{f"owner of {k}": v for k, v in a.owners.items()}, "note": a.note}
+             for a in architectures])
+
+# %% [markdown]
+# ## Registers per consumer thread
+# Peak live state of one consumer thread, with the two-level accumulator the contract
+# requires (fp32+fp32: an inner fp32 P.V accumulator beside O). P is produced from S
+# fragment by fragment and reuses its registers. The dashed lines are the hardware's
+# 255 and the 240 a consumer warpgroup keeps after a producer gives registers away
+# with setmaxnreg; above the line means spills.
+
+# %%
+fits = {(a.key, d): ownership.fit(a, d) for a in architectures for d in head_dims}
+for d in head_dims:
+    parts = [k for k in fits[(architectures[0].key, d)].registers if k != ownership.P_ALIASES_S]
+    fig = plots.stacked_bars([a.key for a in architectures],
+                             {part: [fits[(a.key, d)].registers[part] for a in architectures] for part in parts},
+                             ylabel="32-bit registers per thread", title=f"Live state per consumer thread, D={d}",
+                             limits={"255 (hardware)": 255, "240 (setmaxnreg consumers)": 240})
+    results.figure(fig, f"registers_d{d}")
+fit_rows = [{"structure": a.key, "head_dim": d, "registers needed": f.registers_needed, "limit": f.register_limit,
+             "spills": f.spills, "shared memory (KiB)": f.smem_bytes / 1024, "CTAs per SM": f.ctas_per_sm,
+             "consumer warps per SM": f.consumer_warps_per_sm}
+            for (key, d), f in fits.items() for a in architectures if a.key == key]
+results.add("fits", fit_rows)
+plots.table(fit_rows)
+
+# %% [markdown]
+# ## Bounds (projections)
+# For B=`batch`, H=`heads`, N=`n_tokens`: the time each unit needs, the **floor**
+# (everything hidden under the busiest unit, which no structure beats) and the
+# **serial** time (tensor work and softmax one after the other). Ping-pong overlaps by
+# construction and can approach the floor; a single group per CTA relies on other CTAs
+# to overlap. Shown with the int32-to-float conversion on the special unit (stated
+# rate: 16 per clock per SM, the same as exp2) and with the float-bias conversion that
+# moves it to the integer pipe.
+
+# %%
+def bound_rows(hw, label):
+    rows = []
+    for a in architectures:
+        for d in head_dims:
+            for magic in (False, True):
+                b = ownership.bounds(a, d, batch, heads, n_tokens, n_tokens, hw=hw, magic_convert=magic)
+                rows.append({"rates": label, "structure": a.key, "head_dim": d,
+                             "conversion": "float-bias" if magic else "cvt on special unit",
+                             "tensor ms": b.tensor_s * 1e3, "exp2 ms": b.exp2_s * 1e3, "convert ms": b.convert_s * 1e3,
+                             "memory ms": b.memory_s * 1e3, "floor TOPS (projection)": b.floor_tops,
+                             "serial TOPS (projection)": b.serial_tops, "approaches": b.approaches})
+    return rows
+
+
+stated = bound_rows(ownership.H200, "stated")
+results.add("bounds (stated rates, projections)", stated)
+for d in head_dims:
+    sel = [r for r in stated if r["head_dim"] == d and r["conversion"] == "float-bias"]
+    fig = plots.grouped_bars([r["structure"] for r in sel],
+                             {"floor (projection)": [r["floor TOPS (projection)"] for r in sel],
+                              "serial (projection)": [r["serial TOPS (projection)"] for r in sel]},
+                             ylabel="TOPS", title=f"Projected bounds, D={d}, N={n_tokens}, float-bias conversion")
+    results.figure(fig, f"bounds_d{d}")
+plots.table(stated)
+
+# %% [markdown]
+# ## Measured: the rates that decide
+# One CTA per SM; each CTA counts its own SM clocks, so the rates are per clock per SM
+# whatever clock the card runs at (`kernels/microbench/`).
+
+# %%
+rates = microbench.run() if measure else []
+if rates and rates[0].value is None:
+    display(Markdown(f"**Nothing measured here:** {rates[0].reason}. The bounds above use stated rates."))
+results.add("microbenchmarks", rates)
+if rates:
+    display(plots.table([{"unit": r.key, "what": r.what, "rate": r.value, "per": r.unit,
+                          "replaces": r.hardware_field or "", "not measured because": r.reason or ""} for r in rates]))
+measured_hw = microbench.measured_hardware([r for r in rates if r.value])
+for r in rates:
+    if r.value:
+        results.headline(f"{r.key} ({r.unit})", r.value)
+
+# %%
+if measured_hw is not ownership.H200:
+    measured = bound_rows(measured_hw, "measured")
+    results.add("bounds (measured rates, projections)", measured)
+    display(plots.table(measured))
+
+# %% [markdown]
+# ## The closed experiments against the leading structure
+# Each closed experiment of the prior work reopens only when its condition holds.
+# The producer + two consumer warpgroup structure changes ownership, the pipeline and
+# the staging, so most may be reopened inside it, each by a proposal that declares
+# the condition with evidence (`sagelib log propose`). The sm121 items stay closed:
+# nothing here changes the toolchain or the ISA of that target.
+
+# %%
+review = ownership.reopening_review(ownership.candidate("fa3_pingpong"))
+results.add("reopening review (fa3_pingpong)", review)
+plots.table(review)
+
+# %% [markdown]
+# ## Reading
+# * The portable 4-warp kernel cannot hold two-level accumulation, Q fragments and a
+#   64-key S tile in 255 registers at D=128: the spills the research log fought are
+#   structural.
+# * One wgmma warpgroup fits, but waits on itself: its serial bound is where
+#   SageAttention2's sm90 kernel sits.
+# * Producer + two consumer warpgroups in ping-pong fits at D=128 with 240 registers and
+#   can approach the floor; adding a second S buffer for intra-warpgroup overlap does
+#   **not** fit beside the fp32 inner accumulator at D=128 (it does at D=64).
+# * With cvt.rn.f32.s32 on the special unit the floor halves; the float-bias conversion
+#   is worth measuring first (see the microbenchmarks).

@@ -1,0 +1,130 @@
+"""Microbenchmarks of the units that decide an attention kernel (Phase 1, notebook 01).
+
+Each kernel in ``kernels/microbench/`` runs one CTA per SM; thread 0 of every CTA
+records how many SM clocks the CTA took. Work per CTA over those clocks gives a
+rate per clock per SM, which does not depend on the clock the card happens to run
+at. The rates replace the stated figures of :class:`sagelib.ownership.Hardware`.
+
+Needs a CUDA GPU and CuPy; without them :func:`run` returns every rate with the
+reason it was not measured.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels" / "microbench"
+CHAINS = 8  # independent chains per thread in microbench.cu
+
+
+@dataclass(frozen=True)
+class Micro:
+    key: str
+    kernel: str
+    source: str
+    threads: int
+    iters: int
+    work_per_thread_iter: float  #: results (or ops) one thread produces per loop iteration
+    unit: str
+    what: str
+    hardware_field: str | None = None  #: the Hardware rate it measures
+    needs: str = "sm_89"  #: oldest architecture that has the instruction
+    arch_suffix: str = ""
+
+
+MICROBENCHES = (
+    Micro("ex2", "bench_ex2", "microbench.cu", 1024, 4096, CHAINS, "results/clk/SM",
+          "ex2.approx.ftz.f32: one per score", "mufu_per_clk"),
+    Micro("cvt_s32_f32", "bench_cvt_s32_f32", "microbench.cu", 1024, 4096, CHAINS, "results/clk/SM",
+          "cvt.rn.f32.s32: int32 score to fp32", "cvt_i2f_per_clk"),
+    Micro("ex2_and_cvt", "bench_ex2_and_cvt", "microbench.cu", 1024, 4096, CHAINS, "pairs/clk/SM",
+          "ex2 and cvt interleaved: half of either rate if they share a unit"),
+    Micro("magic_s32_f32", "bench_magic_s32_f32", "microbench.cu", 1024, 4096, CHAINS, "results/clk/SM",
+          "int32 to fp32 by the float-bias trick (integer add + float add)"),
+    Micro("cvt_e4m3x2", "bench_cvt_e4m3x2", "microbench.cu", 1024, 4096, CHAINS, "instructions/clk/SM",
+          "cvt.rn.satfinite.e4m3x2.f32: two P values to fp8"),
+    Micro("mma_sync_s8", "bench_mma_sync_s8", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 32 / 32, "ops/clk/SM",
+          "mma.sync m16n8k32 int8 (Q.K^T, portable path)", "mma_sync_8bit_ops_per_clk"),
+    Micro("mma_sync_e4m3", "bench_mma_sync_e4m3", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 32 / 32,
+          "ops/clk/SM", "mma.sync m16n8k32 e4m3 (P.V, portable path)"),
+    Micro("wgmma_s8", "bench_wgmma_s8", "microbench_wgmma.cu", 256, 512, 8 * 2 * 64 * 128 * 32 / 128, "ops/clk/SM",
+          "wgmma m64n128k32 int8 from shared memory (Q.K^T, Hopper path)", "wgmma_8bit_ops_per_clk",
+          needs="sm_90a", arch_suffix="a"),
+    Micro("wgmma_e4m3", "bench_wgmma_e4m3", "microbench_wgmma.cu", 256, 512, 8 * 2 * 64 * 128 * 32 / 128,
+          "ops/clk/SM", "wgmma m64n128k32 e4m3 from shared memory (P.V, Hopper path)", needs="sm_90a",
+          arch_suffix="a"),
+)
+
+
+@dataclass
+class Rate:
+    key: str
+    what: str
+    unit: str
+    value: float | None
+    hardware_field: str | None
+    reason: str | None = None  #: why there is no value
+
+
+def unavailable_reason() -> str | None:
+    if not torch.cuda.is_available():
+        return "no CUDA GPU on this machine: nothing measured"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "CuPy is not installed: pip install -e '.[cuda13]' (or .[cuda12])"
+    return None
+
+
+def run(repeats: int = 5) -> list[Rate]:
+    """Measure every microbenchmark on the current GPU (median over ``repeats`` launches)."""
+    reason = unavailable_reason()
+    if reason:
+        return [Rate(m.key, m.what, m.unit, None, m.hardware_field, reason) for m in MICROBENCHES]
+    major, minor = torch.cuda.get_device_capability()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rates = []
+    for micro in MICROBENCHES:
+        if micro.needs == "sm_90a" and (major, minor) != (9, 0):
+            rates.append(Rate(micro.key, micro.what, micro.unit, None, micro.hardware_field,
+                              f"needs {micro.needs}; this GPU is sm_{major}{minor}"))
+            continue
+        try:
+            rates.append(Rate(micro.key, micro.what, micro.unit, _measure(micro, sms, f"sm_{major}{minor}",
+                                                                          repeats), micro.hardware_field))
+        except Exception as exc:  # a failed build or launch is a finding to show, not a crash
+            rates.append(Rate(micro.key, micro.what, micro.unit, None, micro.hardware_field,
+                              f"{type(exc).__name__}: {exc}"))
+    return rates
+
+
+def _measure(micro: Micro, sms: int, arch: str, repeats: int) -> float:
+    import cupy
+
+    from sagelib.cuda import build
+
+    module = build.load_module(KERNEL_DIR / micro.source, arch=arch + micro.arch_suffix,
+                               include_dirs=[KERNEL_DIR])
+    kernel = module.get_function(micro.kernel)
+    cycles = cupy.zeros(sms, dtype=cupy.uint64)
+    sink = cupy.zeros(sms * micro.threads, dtype=cupy.float32)
+    per_cta = micro.threads * micro.iters * micro.work_per_thread_iter
+    samples = []
+    for _ in range(repeats + 1):  # the first launch warms up
+        kernel((sms,), (micro.threads,), (cupy.int32(micro.iters), cycles, sink))
+        cupy.cuda.runtime.deviceSynchronize()
+        samples.append(per_cta / float(statistics.median(cycles.get().tolist())))
+    return statistics.median(samples[1:])
+
+
+def measured_hardware(rates: list[Rate], base=None):
+    """``base`` (default H200) with every measured rate that maps to a Hardware field."""
+    from sagelib import ownership
+
+    base = base or ownership.H200
+    measured = {r.hardware_field: r.value for r in rates if r.hardware_field and r.value}
+    return base.with_measured(**measured) if measured else base

@@ -1,0 +1,73 @@
+"""Phase 1 model: register, occupancy and bound arithmetic checked by hand."""
+
+import pytest
+
+from sagelib import microbench, ownership
+
+
+def test_wgmma_warpgroup_registers_by_hand():
+    # 64 rows over 128 threads: half a row each. D=128: O = 64, inner fp32 = 64; S = 0.5 * 128 keys = 64;
+    # P (aliases S) = 16; row state 2 rows x 3 = 6; overhead 24 -> 64 + 64 + 64 + 6 + 24 = 222
+    arch = ownership.candidate("wgmma_1wg")
+    regs = arch.registers(128)
+    assert regs["O accumulator (fp32)"] == 64 and regs["S fragment (int32 -> fp32)"] == 64
+    assert regs[ownership.P_ALIASES_S] == 16
+    assert arch.total_registers(128) == 222
+    assert arch.total_registers(128, inner_accumulator="fp16") == 222 - 32
+
+
+def test_mma_sync_portable_kernel_cannot_hold_two_level_state_at_d128():
+    # a warp owns 32 rows: O = 128, inner = 128, S = 64, Q = 32, row state = 4 rows x 3, overhead 24
+    fit = ownership.fit(ownership.candidate("mma_sync_4warp"), 128)
+    assert fit.registers_needed == 128 + 128 + 64 + 32 + 12 + 24
+    assert fit.spills
+
+
+def test_pingpong_fits_240_but_not_with_a_second_s_buffer_at_d128():
+    assert not ownership.fit(ownership.candidate("fa3_pingpong"), 128).spills
+    assert ownership.fit(ownership.candidate("fa3_pingpong_overlap"), 128).spills
+    assert not ownership.fit(ownership.candidate("fa3_pingpong_overlap"), 64).spills
+    # 2 consumer warpgroups x 128 x 240 + 128 producer threads x 24 registers: one CTA per SM
+    assert ownership.fit(ownership.candidate("fa3_pingpong"), 128).ctas_per_sm == 1
+
+
+def test_bounds_by_hand():
+    hw = ownership.H200
+    b = ownership.bounds(ownership.candidate("fa3_pingpong"), 128, 2, 32, 16384, 16384)
+    scores = 2 * 32 * 16384 * 16384
+    assert b.ops == 4 * scores * 128
+    per_s = 16 * hw.sms * hw.clock_ghz * 1e9
+    assert b.exp2_s == pytest.approx(scores / per_s) and b.convert_s == pytest.approx(scores / per_s)
+    assert b.tensor_s == pytest.approx(b.ops / (8192 * hw.sms * hw.clock_ghz * 1e9))
+    assert b.floor_s == pytest.approx(max(b.tensor_s, 2 * b.exp2_s))
+    magic = ownership.bounds(ownership.candidate("fa3_pingpong"), 128, 2, 32, 16384, 16384, magic_convert=True)
+    assert magic.convert_s == 0 and magic.floor_tops > b.floor_tops
+    causal = ownership.bounds(ownership.candidate("fa3_pingpong"), 128, 2, 32, 16384, 16384, causal=True)
+    assert causal.ops == b.ops / 2
+
+
+def test_measured_rates_replace_stated_ones_and_say_so():
+    hw = ownership.H200.with_measured(mufu_per_clk=15.5)
+    assert hw.mufu_per_clk == 15.5 and hw.source["mufu_per_clk"].startswith("measured")
+    assert ownership.H200.mufu_per_clk == 16.0
+
+
+def test_reopening_review_keeps_sm121_work_closed_and_opens_prefetch_for_pingpong():
+    rows = {r["closed experiment"]: r for r in ownership.reopening_review(ownership.candidate("fa3_pingpong"))}
+    assert rows["p0-early-k-prefetch"]["verdict"].startswith("may be reopened")
+    assert rows["hopper-wgmma-sm121a"]["verdict"] == "stays closed"
+    baseline = {r["closed experiment"]: r for r in ownership.reopening_review(ownership.candidate("mma_sync_4warp"))}
+    assert all(r["verdict"] == "stays closed" for r in baseline.values())
+
+
+def test_unknown_structure_is_named():
+    with pytest.raises(ValueError, match="key: expected one of"):
+        ownership.candidate("warp_specialised_v9")
+
+
+def test_microbench_without_a_gpu_reports_why_for_every_rate(monkeypatch):
+    monkeypatch.setattr(microbench.torch.cuda, "is_available", lambda: False)
+    rates = microbench.run()
+    assert len(rates) == len(microbench.MICROBENCHES)
+    assert all(r.value is None and "no CUDA GPU" in r.reason for r in rates)
+    assert microbench.measured_hardware(rates) is ownership.H200
