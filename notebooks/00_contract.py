@@ -100,7 +100,7 @@ results.headline("sm90 contract relative L1 vs float64", full[next(iter(full))].
                  note=f"input k_outliers {shape}")
 results.headline("sm90 contract cosine vs float64", full[next(iter(full))].cosine)
 fig = plots.error_budget_bars(budgets, title=f"Error each stage adds alone, k_outliers, N={n_tokens}, D={head_dim}")
-results.figure(fig, "error_budget")
+results.figure(fig, "error_budget");
 
 # %%
 plots.table([{"configuration": label, "stage": r.label, **r.error.as_dict()}
@@ -118,7 +118,7 @@ by_tokens = studies.error_vs_tokens(seq_sweep, shape, device=device)
 results.add("error vs tokens", by_tokens)
 fig = plots.lines(by_tokens.x, by_tokens.series, "tokens (N_q = N_kv)", "relative L1 vs float64",
                   title="k_outliers input: error as the sequence grows", logx=True)
-results.figure(fig, "error_vs_tokens")
+results.figure(fig, "error_vs_tokens");
 
 # %% [markdown]
 # ## Error against K-outlier strength
@@ -133,7 +133,7 @@ by_outliers = studies.error_vs_outlier_strength(outlier_strengths,
 results.add("error vs outlier strength", by_outliers)
 fig = plots.lines(by_outliers.x, by_outliers.series, "per-channel bias of K (x N(0,1))", "relative L1 vs float64",
                   title="K smoothing against channel outliers", logy=True)
-results.figure(fig, "error_vs_outliers")
+results.figure(fig, "error_vs_outliers");
 results.headline("raw/smoothed error at strongest outliers",
                  by_outliers.series["raw K"][-1] / by_outliers.series["smoothed K"][-1])
 
@@ -150,7 +150,7 @@ accumulation = studies.accumulation_vs_tokens(accumulation_sweep, head_dim=head_
 results.add("accumulation vs tokens", accumulation)
 fig = plots.lines(accumulation.x, accumulation.series, "key tokens", "relative L1 vs float64 (accumulator only)",
                   title="One-level vs two-level P.V accumulation", logx=True, logy=True)
-results.figure(fig, "accumulation")
+results.figure(fig, "accumulation");
 one, two = accumulation.series["fp32 (one FP22 accumulator)"][-1], accumulation.series["fp32+fp32 (flushed every block)"][-1]
 results.headline(f"one-level / two-level accumulator error at N={accumulation.x[-1]}", one / two)
 display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error is **{one / two:.0f}x** the flushed one's."))
