@@ -68,7 +68,9 @@ def measure_ceilings(device: torch.device, *, gemm_size: int = 8192, copy_bytes:
     gemm_ops = 2 * m * n * k / 1e12  # tera-operations per call
 
     def int8_gemm():
-        sets = [(_rand((m, k), torch.int8, device, g), _rand((k, n), torch.int8, device, g)) for _ in range(2)]
+        # B column-major ("TN"), the layout cuBLASLt's fast int8 kernels take; a row-major B ran
+        # at 128 TOPS instead on an H200 (notes/bench.md), which is a layout penalty, not the card.
+        sets = [(_rand((m, k), torch.int8, device, g), _rand((n, k), torch.int8, device, g).t()) for _ in range(2)]
         return [lambda a=a, b=b: torch._int_mm(a, b) for a, b in sets], gemm_ops
 
     def fp8_gemm():
@@ -93,7 +95,7 @@ def measure_ceilings(device: torch.device, *, gemm_size: int = 8192, copy_bytes:
 
     shape = f"{m}x{n}x{k}"
     results = [
-        _measure("int8_gemm", "TOPS", f"torch._int_mm int8 {shape} -> int32", device, timing, int8_gemm),
+        _measure("int8_gemm", "TOPS", f"torch._int_mm int8 {shape} (B column-major) -> int32", device, timing, int8_gemm),
         _measure("fp8_gemm", "TOPS", f"torch._scaled_mm e4m3 {shape} -> bf16", device, timing, fp8_gemm),
         _measure("bf16_gemm", "TOPS", f"bf16 matmul {shape}", device, timing, bf16_gemm),
         _measure("copy", "TB/s", f"device copy of {copy_bytes / 2**30:.2g} GiB, bytes read + written", device, timing, copy),

@@ -265,6 +265,7 @@ def _value(metrics: dict, *names):
     return None
 
 
+_TENSOR_PIPE = re.compile(r"^sm__(?:inst_executed_)?pipe_tensor\w*\.avg\.pct_of_peak_sustained_active$")
 _STALL = re.compile(r"^smsp__average_warps?_(?:latency_)?issue_stalled_([a-z_]+?)_per_issue_active\.ratio$")
 
 
@@ -278,7 +279,7 @@ def summarize_kernel(metrics: dict) -> dict:
         return sum(values) if values else None
 
     tensor = {name: m["value"] for name, m in metrics.items()
-              if "tensor" in name and "pct_of_peak" in name and isinstance(m["value"], (int, float))}
+              if _TENSOR_PIPE.match(name) and isinstance(m["value"], (int, float))}
     stalls = {}
     for name, m in metrics.items():
         match = _STALL.match(name)
@@ -292,7 +293,8 @@ def summarize_kernel(metrics: dict) -> dict:
         "achieved_occupancy_pct": _value(metrics, "sm__warps_active.avg.pct_of_peak_sustained_active"),
         "theoretical_occupancy_pct": _value(metrics, "sm__maximum_warps_per_active_cycle_pct"),
         "registers_per_thread": _value(metrics, "launch__registers_per_thread"),
-        "shared_mem_per_block_bytes": total("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"),
+        "shared_mem_per_block_bytes": _value(metrics, "launch__shared_mem_per_block")
+        or total("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"),
         "local_memory_bytes": total("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
         "smem_bank_conflicts": total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                                      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
