@@ -1,0 +1,269 @@
+// attn_mma.cu: the portable 8-bit attention kernel (mma.sync), SageAttention2's numerics.
+//
+// Contract stages: 3 (INT8 Q.K^T, exact int32, log2-domain scores with per-lane
+// q/k scales, causal masking top-left or bottom-right, ragged tails masked),
+// 4 (base-2 online softmax, fp32 state, fp8 offset 8.807, row sum before fp8
+// rounding), 5 for P (e4m3 RNE satfinite), 6 (two-level P.V accumulation:
+// fp32+fp32 or fp32+fp16 inner level per CTA_K block), 7 (epilogue.cuh).
+// Inputs come from quant_qk.cu / quant_kv.cu with the contract's `sm89` preset:
+// Q groups per WARPQ = 32 rows, K groups per BLKK = WARPK = 64 keys, V e4m3
+// [B, H_kv, D, N_pad] permuted in 16s.
+// Geometry: 4 warps, CTA_Q = 128 query rows (32 per warp: two m16 tiles), CTA_K = 64
+// keys per step; Q held in registers; K and V tiles double-buffered in shared
+// memory by cp.async (zero-filled past N), XOR-swizzled 16-byte chunks read with
+// ldmatrix. GQA through the kv-head index; HND / NHD through strides.
+// Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3).
+// Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory attn_smem_bytes(D).
+#include "common.cuh"
+#include "convert.cuh"
+#include "cp_async.cuh"
+#include "epilogue.cuh"
+#include "online_softmax.cuh"
+#include "ptx_mma.cuh"
+#include "swizzle.cuh"
+
+#define ATTN_THREADS 128
+#define CTA_Q 128
+#define WARP_Q 32
+#define CTA_K 64
+
+#define ATTN_CAUSAL 1
+#define ATTN_PER_THREAD 2
+#define ATTN_OUT_BF16 4
+
+// Q tile, then two K stages, then two V stages.
+template <int D>
+struct AttnSmem {
+  static constexpr int Q_BYTES = CTA_Q * D;
+  static constexpr int K_BYTES = CTA_K * D;
+  static constexpr int V_BYTES = D * CTA_K;
+  static constexpr int TOTAL = Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
+};
+
+template <int D>
+SAGE_DEVICE void load_kv_block(u32 sk, u32 sv, const i8 *k, i64 k_sn, const u8 *v, int n_pad, int n_kv, int block,
+                               int tid) {
+  // Thread tid copies chunk tid % KC of rows tid / KC + i * ROWS_PER_PASS. Every
+  // pass moves the row by a multiple of 16, which keeps the swizzle pattern, so
+  // one lane offset plus a constant addresses every pass.
+  constexpr int KC = D / 16;  // 16-byte chunks per K row
+  constexpr int K_ROWS_PER_PASS = ATTN_THREADS / KC;
+  const int key0 = block * CTA_K;
+  const int kr = tid / KC, kc = tid % KC;
+  const u32 k_lane = sk + swizzled_offset<D>(kr, kc);
+#pragma unroll
+  for (int i = 0; i < CTA_K / K_ROWS_PER_PASS; ++i) {
+    const int key = key0 + kr + i * K_ROWS_PER_PASS;
+    const bool valid = key < n_kv;
+    cp_async_16(k_lane + i * K_ROWS_PER_PASS * D, k + (valid ? (i64)key * k_sn : 0) + kc * 16, valid);
+  }
+  constexpr int V_ROWS_PER_PASS = ATTN_THREADS / 4;  // V^T tile: D rows of 64 bytes
+  const int vr = tid / 4, vc = tid % 4;
+  const u32 v_lane = sv + swizzled_offset<64>(vr, vc);
+  const u8 *v_src = v + (i64)vr * n_pad + key0 + vc * 16;
+#pragma unroll
+  for (int i = 0; i < D / V_ROWS_PER_PASS; ++i)
+    cp_async_16(v_lane + i * V_ROWS_PER_PASS * 64, v_src + (i64)i * V_ROWS_PER_PASS * n_pad, true);
+}
+
+// Per-lane ldmatrix offsets. Lane i addresses row 8 * (matrix / 2 or % 2) + i % 8
+// of matrix i / 8. Moving by 16 rows keeps the swizzle pattern and moving by two
+// chunks flips one slot bit, so (lane offset ^ (kstep << 5)) + 16 * m * ROW_BYTES
+// addresses every fragment: no per-fragment swizzle arithmetic (which the
+// compiler would otherwise hoist out of the key loop into dozens of registers).
+template <int D>
+SAGE_DEVICE u32 q_lane_offset(int warp, int lane) {
+  const int mi = lane / 8;
+  return swizzled_offset<D>(warp * WARP_Q + 8 * (mi % 2) + lane % 8, mi / 2);
+}
+template <int ROW_BYTES>
+SAGE_DEVICE u32 b_lane_offset(int lane) {  // K rows (keys) or V^T rows (channels)
+  const int mi = lane / 8;
+  return swizzled_offset<ROW_BYTES>(8 * (mi / 2) + lane % 8, mi % 2);
+}
+
+// Q fragments of m-tile t, k-step kk, from the shared Q tile.
+template <int D>
+SAGE_DEVICE void load_q_fragment(u32 (&f)[4], u32 sq, u32 q_lane, int t, int kk) {
+  ldmatrix_x4(f, sq + ((q_lane ^ (kk << 5)) + t * 16 * D));
+}
+
+// Q stays in registers when it fits beside O (D = 64); at D = 128 the 32 extra
+// registers would spill, so each k-step reloads its fragments from shared memory.
+template <int D>
+struct QFragments {
+  static constexpr bool IN_REGISTERS = D <= 64;
+  u32 f[IN_REGISTERS ? 2 : 1][IN_REGISTERS ? D / 32 : 1][4];
+  SAGE_DEVICE void init(u32 sq, u32 q_lane) {
+    if (IN_REGISTERS) {
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int kk = 0; kk < D / 32; ++kk) load_q_fragment<D>(f[IN_REGISTERS ? t : 0][IN_REGISTERS ? kk : 0], sq, q_lane, t, kk);
+    }
+  }
+};
+
+// S = Q.K^T for the warp's 32 rows and the block's 64 keys, exact in int32.
+template <int D>
+SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk, u32 k_lane, i32 (&s)[2][8][4]) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[t][j][i] = 0;
+#pragma unroll
+  for (int kk = 0; kk < D / 32; ++kk) {
+    u32 qreg[2][4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {
+      if (QFragments<D>::IN_REGISTERS) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qreg[t][i] = qfrag.f[QFragments<D>::IN_REGISTERS ? t : 0][QFragments<D>::IN_REGISTERS ? kk : 0][i];
+      } else {
+        load_q_fragment<D>(qreg[t], sq, q_lane, t, kk);
+      }
+    }
+#pragma unroll
+    for (int jp = 0; jp < 4; ++jp) {
+      u32 kb[4];
+      ldmatrix_x4(kb, sk + ((k_lane ^ (kk << 5)) + jp * 16 * D));
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        mma_s8(s[t][2 * jp], qreg[t], kb[0], kb[1]);
+        mma_s8(s[t][2 * jp + 1], qreg[t], kb[2], kb[3]);
+      }
+    }
+  }
+}
+
+// O = alpha * O + P.V, with the block's product formed in a fresh inner
+// accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
+template <int D, bool PV_F16>
+SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
+                          float (&o)[2][D / 8][4]) {
+#pragma unroll
+  for (int jp = 0; jp < D / 16; ++jp) {
+    u32 vb[2][4];
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        float c[4];
+        if (PV_F16) {
+          u32 acc[2] = {0u, 0u};
+          mma_e4m3_f16(acc, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
+          mma_e4m3_f16(acc, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
+          half2_bits_to_float2(acc[0], c[0], c[1]);
+          half2_bits_to_float2(acc[1], c[2], c[3]);
+        } else {
+          c[0] = c[1] = c[2] = c[3] = 0.0f;
+          mma_e4m3_f32(c, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
+          mma_e4m3_f32(c, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
+        }
+        float *acc_o = o[t][2 * jp + nt];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc_o[i] = fmaf(acc_o[i], alpha[t][i / 2], c[i]);
+      }
+  }
+}
+
+template <int D, bool PV_F16>
+__global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
+    const i8 *__restrict__ q, i64 q_sb, i64 q_sh, i64 q_sn,
+    const i8 *__restrict__ k, i64 k_sb, i64 k_sh, i64 k_sn,
+    const u8 *__restrict__ v, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
+    const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn,
+    float *__restrict__ lse, int n_q, int n_kv, int n_pad, int heads_q, int heads_kv,
+    int q_groups, int k_groups, int flags, int causal_shift, float sm_scale_log2e) {
+  extern __shared__ __align__(128) u8 smem[];
+  const bool causal = flags & ATTN_CAUSAL, per_thread = flags & ATTN_PER_THREAD;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // Causal blocks at the end of the sequence carry the most work: launch them first.
+  const int qblk = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / (heads_q / heads_kv);
+  const int q0_cta = qblk * CTA_Q, q0 = q0_cta + warp * WARP_Q;
+
+  const i8 *q_head = q + b * q_sb + h * q_sh;
+  const i8 *k_head = k + b * k_sb + hk * k_sh;
+  const u8 *v_head = v + ((i64)b * heads_kv + hk) * D * n_pad;
+  const float *ks_head = k_scale + ((i64)b * heads_kv + hk) * k_groups;
+
+  int n_blocks = (n_kv + CTA_K - 1) / CTA_K;
+  if (causal) {
+    const int last_visible = min(q0_cta + CTA_Q, n_q) - 1 + causal_shift;
+    n_blocks = last_visible < 0 ? 0 : min(n_blocks, last_visible / CTA_K + 1);
+  }
+
+  const u32 sq = smem_addr(smem);
+  const u32 sk0 = sq + AttnSmem<D>::Q_BYTES;
+  const u32 sv0 = sk0 + 2 * AttnSmem<D>::K_BYTES;
+
+  // Prologue: Q tile and the first K/V block in flight together.
+  constexpr int QC = D / 16;
+#pragma unroll
+  for (int i = 0; i < CTA_Q * QC / ATTN_THREADS; ++i) {
+    const int idx = i * ATTN_THREADS + tid;
+    const int r = idx / QC, c = idx % QC;
+    const bool valid = q0_cta + r < n_q;
+    cp_async_16(sq + swizzled_offset<D>(r, c), q_head + (valid ? (i64)(q0_cta + r) * q_sn : 0) + c * 16, valid);
+  }
+  cp_async_commit();
+  if (n_blocks > 0) load_kv_block<D>(sk0, sv0, k_head, k_sn, v_head, n_pad, n_kv, 0, tid);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+
+  const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<64>(lane);
+  QFragments<D> qfrag;
+  qfrag.init(sq, q_lane);
+  const int q_group = per_thread ? (q0 / WARP_Q) * 8 + lane / 4 : q0 / WARP_Q;
+  const float q_mult = q_scale[((i64)b * heads_q + h) * q_groups + q_group] * sm_scale_log2e;
+
+  float m[2][2], l[2][2], o[2][D / 8][4];
+#pragma unroll
+  for (int t = 0; t < 2; ++t) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) { m[t][half] = SAGE_MASK_SCORE; l[t][half] = 0.0f; }
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[t][j][i] = 0.0f;
+  }
+
+  for (int blk = 0; blk < n_blocks; ++blk) {
+    const int stage = blk & 1;
+    cp_async_wait<0>();
+    __syncthreads();  // block `blk` visible to all; everyone is done with block blk-1's buffers
+    if (blk + 1 < n_blocks)
+      load_kv_block<D>(sk0 + (stage ^ 1) * AttnSmem<D>::K_BYTES, sv0 + (stage ^ 1) * AttnSmem<D>::V_BYTES, k_head,
+                       k_sn, v_head, n_pad, n_kv, blk + 1, tid);
+    cp_async_commit();
+
+    const int key0 = blk * CTA_K;
+    if (causal && key0 > q0 + WARP_Q - 1 + causal_shift) continue;  // every row of this warp is masked
+    const float mult = q_mult * ks_head[per_thread ? blk * 4 + lane % 4 : blk];
+
+    i32 s[2][8][4];
+    qk_block<D>(qfrag, sq, q_lane, sk0 + stage * AttnSmem<D>::K_BYTES, k_lane, s);
+    float p[2][8][4], alpha[2][2];
+    const bool needs_mask = key0 + CTA_K > n_kv || (causal && key0 + CTA_K - 1 > q0 + causal_shift);
+    if (needs_mask) {
+      mask_scores(s, key0, q0, lane, n_kv, causal, causal_shift);
+      online_softmax_block<true>(s, mult, m, l, alpha, p);
+    } else {
+      online_softmax_block<false>(s, mult, m, l, alpha, p);
+    }
+    u32 pa[2][2][4];
+    pack_p_fragments(p, pa);
+    pv_block<D, PV_F16>(pa, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
+  }
+  cp_async_wait<0>();
+
+  store_output<D>(o, m, l, v_scale + ((i64)b * heads_kv + hk) * D, out + b * o_sb + h * o_sh, o_sn,
+                  lse != nullptr ? lse + ((i64)b * heads_q + h) * n_q : nullptr, q0, n_q, lane,
+                  flags & ATTN_OUT_BF16, causal, causal_shift);
+}

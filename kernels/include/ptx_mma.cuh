@@ -1,0 +1,54 @@
+// Warp-level tensor-core instructions of the portable (mma.sync) path, sm_89+.
+//
+// Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k32", 8-bit types),
+// lane = 4 * group + tid_in_group, group = lane / 4, tig = lane % 4:
+//   A (16 x 32, row-major), four .b32 registers of 4 bytes each:
+//     a0: row group,   k 4*tig .. 4*tig+3      a1: row group+8, same k
+//     a2: row group,   k 16+4*tig ..           a3: row group+8, k 16+4*tig ..
+//   B (32 x 8, "col": stored n-major), two .b32 registers:
+//     b0: n group, k 4*tig .. 4*tig+3          b1: n group, k 16+4*tig ..
+//   C/D (16 x 8): c0,c1: row group, cols 2*tig, 2*tig+1; c2,c3: row group+8.
+//   f16 C/D: two .b32 registers of f16x2: d0 = (row group), d1 = (row group+8).
+// ldmatrix.m8n8 of b16 gives lane i the 4 bytes at row i/4, bytes 4*(i%4) of an
+// 8 x 16-byte matrix: exactly the A and B layouts above for 8-bit types.
+#pragma once
+#include "common.cuh"
+
+SAGE_DEVICE u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+SAGE_DEVICE void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The mma wrappers are plain (non-volatile) asm: register-only, so the compiler
+// may interleave them with the softmax arithmetic. ldmatrix stays volatile so it
+// is never moved across a barrier.
+
+// D += A.B, int8 x int8 -> int32 (exact).
+SAGE_DEVICE void mma_s8(i32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D += A.B, e4m3 x e4m3 -> fp32 accumulator (FP22 inside the tensor core).
+SAGE_DEVICE void mma_e4m3_f32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// D += A.B, e4m3 x e4m3 -> fp16 accumulator (the fp32+fp16 mode's inner level).
+SAGE_DEVICE void mma_e4m3_f16(u32 (&d)[2], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm(
+      "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 "
+      "{%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%0, %1};"
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}

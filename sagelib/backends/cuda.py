@@ -1,0 +1,64 @@
+"""The ``cuda`` backend: our quantizers and the portable mma.sync kernel (``kernels/``).
+
+One call runs three launches on torch's current stream: Q to INT8
+(``quant_qk.cu``), K smoothing + INT8 K + V to e4m3 in one persistent kernel
+(``quant_kv.cu``), then attention (``attn_mma.cu``). The numerics are the
+contract's ``sm89`` preset (sagelib.contract); ``kernel_only`` quantizes first
+and returns a closure that launches only the attention kernel.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sagelib.backends import Backend
+
+
+class CudaBackend(Backend):
+    name = "cuda"
+    quantized = True
+
+    def __init__(self, granularity: str = "per_thread", pv_accum: str = "fp32+fp32"):
+        self.granularity = granularity
+        self.pv_accum = pv_accum
+        self.description = (f"our kernels: INT8 QK / e4m3 PV mma.sync, sm89 preset, {granularity}, {pv_accum}")
+
+    def unavailable_reason(self) -> str | None:
+        if not torch.cuda.is_available():
+            return "needs a CUDA GPU; torch sees none on this machine (run on a GPU host with a CUDA build of torch)"
+        try:
+            import cupy  # noqa: F401
+        except Exception as exc:
+            return f"needs CuPy ({exc}); install it with pip install -e '.[cuda13]' (or '.[cuda12]')"
+        from sagelib.cuda.build import arch_for_capability, nvrtc_version
+
+        if nvrtc_version() is None:
+            return "needs NVRTC (libnvrtc); install it with pip install -e '.[cuda13]' or a CUDA toolkit"
+        major, minor = torch.cuda.get_device_capability()
+        try:
+            arch_for_capability(major, minor)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
+        from sagelib.cuda import ops
+
+        return ops.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
+                             pv_accum=self.pv_accum, return_lse=return_lse)
+
+    def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
+        from sagelib.cuda import ops
+
+        prepared = ops.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                               granularity=self.granularity, pv_accum=self.pv_accum)
+        return lambda: ops.run_attention(prepared)
+
+
+class CudaPerWarpFp16(CudaBackend):
+    """The sm120/sm121 configuration of SageAttention2 (per_warp, fp32+fp16), on our kernel."""
+
+    name = "cuda-per-warp-fp16"
+
+    def __init__(self):
+        super().__init__(granularity="per_warp", pv_accum="fp32+fp16")

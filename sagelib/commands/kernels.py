@@ -1,0 +1,70 @@
+"""``sagelib kernels``: look after the CUDA sources in ``kernels/``.
+
+``sagelib kernels build`` fills the NVRTC kernel cache ahead of a run.
+``sagelib kernels check`` compiles every kernel for every target architecture
+with nvcc (no GPU needed) and prints registers, spills, stack and shared memory
+per kernel and architecture; it exits 1 when a target fails or a kernel spills
+more than ``kernels/check_baseline.json`` allows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("kernels", help="check the CUDA kernels (compile for every target, ptxas report)")
+    sub = parser.add_subparsers(dest="kernels_command", metavar="ACTION")
+    check = sub.add_parser("check", help="compile every kernel for every architecture; fail on spills or errors")
+    check.add_argument("--kernel", action="append", metavar="FILE.cu", help="only this kernel file (repeatable)")
+    check.add_argument("--arch", action="append", metavar="sm_XX", help="only this architecture (repeatable)")
+    check.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes (default 2)")
+    check.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
+    check.add_argument("--write-baseline", action="store_true",
+                       help="record the current spills as accepted (kernels/check_baseline.json)")
+    check.set_defaults(func=run_check_command)
+    build = sub.add_parser("build", help="compile every kernel with NVRTC into the kernel cache (no GPU needed)")
+    build.add_argument("--arch", action="append", metavar="sm_XX", help="architecture preset (repeatable; default sm_90)")
+    build.set_defaults(func=run_build_command)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def run_build_command(args) -> int:
+    from sagelib.cuda.build import BuildRequest, cache_dir, compile_cubin
+    from sagelib.cuda.instances import INSTANCES
+
+    for arch in args.arch or ["sm_90"]:
+        for file, names in INSTANCES.items():
+            for name in names:
+                built = compile_cubin(BuildRequest(file, (name,), arch))
+                print(f"{arch}  {name:<40} {'cached' if built.from_cache else 'compiled'}")
+    print(f"cache: {cache_dir()}")
+    return 0
+
+
+def run_check_command(args) -> int:
+    from sagelib.cli import UsageError
+    from sagelib.cuda import check
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
+    result = check.run_check(args.kernel, args.arch, jobs=args.jobs, baseline={} if args.write_baseline else None)
+    print(check.format_table(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(check.to_json(result), indent=2))
+    if args.write_baseline:
+        failed_targets = [t for t in result.targets if not t.ok]
+        if failed_targets:
+            print("not writing the baseline: some targets failed to compile")
+            return 1
+        check.BASELINE_PATH.write_text(json.dumps(check.baseline_document(result), indent=2) + "\n")
+        print(f"wrote {check.BASELINE_PATH}")
+        return 0
+    if result.failures:
+        print("\nFAILED:")
+        for f in result.failures:
+            print(f"  {f}")
+        return 1
+    print(f"\nok: {sum(len(t.kernels) for t in result.targets)} kernels x archs compiled, no new spills")
+    return 0

@@ -1,0 +1,8 @@
+"""Our CUDA kernels from Python: build (NVRTC), launch (CuPy on torch tensors), check (nvcc).
+
+``build`` turns ``kernels/*.cu`` into cubins for an architecture preset and
+caches them by a hash of the source, every header in ``kernels/include`` and
+the options. ``launch`` runs them on torch tensors through DLPack, on torch's
+current stream. ``check`` compiles every kernel for every target with ``nvcc``
+and reads ptxas' resource report (``sagelib kernels check``).
+"""

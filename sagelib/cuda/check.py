@@ -1,0 +1,206 @@
+"""``sagelib kernels check``: every kernel, every target architecture, through nvcc and ptxas.
+
+Needs ``nvcc`` but no GPU (CI runs it). For each kernel file and each
+architecture preset, a small translation unit includes the kernel and takes
+the address of every instantiation the launcher uses (:mod:`sagelib.cuda.instances`),
+so exactly those are compiled. ptxas' ``-v`` report gives, per kernel: registers,
+spill stores/loads, stack frame and static shared memory.
+
+A failed target, or spill bytes above the committed baseline
+(``kernels/check_baseline.json``, which records every known spill and is
+expected to hold zeros), fails the check.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
+from sagelib.cuda.instances import INSTANCES
+
+BASELINE_PATH = KERNELS_DIR / "check_baseline.json"
+
+
+@dataclass
+class KernelReport:
+    kernel: str  #: demangled instantiation, e.g. "attn_mma_kernel<128, false>"
+    file: str
+    arch: str
+    registers: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+    stack_bytes: int = 0
+    smem_bytes: int = 0
+
+    @property
+    def key(self) -> str:
+        return f"{self.kernel}@{self.arch}"
+
+
+@dataclass
+class TargetResult:
+    file: str
+    arch: str
+    ok: bool
+    kernels: list[KernelReport] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class CheckResult:
+    targets: list[TargetResult]
+    failures: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def nvcc_path() -> str | None:
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.exists() else None
+
+
+def gencode(arch: str) -> str:
+    """nvcc's -gencode for a preset (the long form: -arch=sm_90a also runs a plain sm_90 pass)."""
+    number = arch.removeprefix("sm_")
+    return f"-gencode=arch=compute_{number},code=sm_{number}"
+
+
+def translation_unit(file: str) -> str:
+    names = ", ".join(f"(void *)&{name}" for name in INSTANCES[file])
+    return (f'#include "{KERNELS_DIR / file}"\n'
+            f"__attribute__((used)) static void *sagelib_instances[] = {{{names}}};\n")
+
+
+_ENTRY = re.compile(r"Compiling entry function '(?P<name>[^']+)' for '(?P<arch>[^']+)'")
+_FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads")
+_USED = re.compile(r"Used (?P<regs>\d+) registers(?:.*?(?P<smem>\d+) bytes smem)?")
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """Mangled -> short demangled name (``kernel<args>``); mangled names kept where c++filt is missing."""
+    tool = shutil.which("c++filt")
+    if not tool or not names:
+        return {n: n for n in names}
+    out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True).stdout.splitlines()
+    short = {}
+    for mangled, full in zip(names, out):
+        text = full.removeprefix("void ")
+        depth, cut = 0, len(text)
+        for i, ch in enumerate(text):  # drop the parameter list after the template arguments
+            depth += ch == "<"
+            depth -= ch == ">"
+            if ch == "(" and depth == 0:
+                cut = i
+                break
+        short[mangled] = text[:cut]
+    return short
+
+
+def parse_ptxas(log: str, file: str, arch: str) -> list[KernelReport]:
+    """ptxas -v output -> one report per entry function."""
+    reports: list[KernelReport] = []
+    current: KernelReport | None = None
+    for line in log.splitlines():
+        if m := _ENTRY.search(line):
+            current = KernelReport(kernel=m["name"], file=file, arch=arch)
+            reports.append(current)
+        elif current is not None and (m := _FRAME.search(line)):
+            current.stack_bytes, current.spill_stores, current.spill_loads = int(m["stack"]), int(m["st"]), int(m["ld"])
+        elif current is not None and (m := _USED.search(line)):
+            current.registers = int(m["regs"])
+            current.smem_bytes = int(m["smem"] or 0)
+    names = demangle([r.kernel for r in reports])
+    for r in reports:
+        r.kernel = names.get(r.kernel, r.kernel)
+    return reports
+
+
+def compile_target(file: str, arch: str, nvcc: str, workdir: Path) -> TargetResult:
+    unit = workdir / f"{file.removesuffix('.cu')}_{arch}.cu"
+    unit.write_text(translation_unit(file))
+    cmd = [nvcc, "-std=c++17", gencode(arch), "-cubin", "-o", str(unit.with_suffix(".cubin")),
+           f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", str(unit)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        errors = [l for l in log.splitlines() if "error" in l.lower()][:8]
+        return TargetResult(file, arch, False, error="\n".join(errors) or log[-2000:])
+    kernels = parse_ptxas(log, file, arch)
+    if len(kernels) != len(INSTANCES[file]):
+        return TargetResult(file, arch, False, kernels,
+                            error=f"expected {len(INSTANCES[file])} kernels in the ptxas report, found {len(kernels)}")
+    return TargetResult(file, arch, True, kernels)
+
+
+def load_baseline(path: Path = BASELINE_PATH) -> dict[str, int]:
+    """kernel@arch -> spill-store bytes accepted (absent = 0)."""
+    if not path.exists():
+        return {}
+    return {k: int(v) for k, v in json.loads(path.read_text()).get("spill_store_bytes", {}).items()}
+
+
+def run_check(files: list[str] | None = None, archs: list[str] | None = None, *, jobs: int = 2,
+              baseline: dict[str, int] | None = None) -> CheckResult:
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise FileNotFoundError("nvcc not found on PATH or in /usr/local/cuda/bin; install the CUDA toolkit")
+    files = files or sorted(INSTANCES)
+    archs = archs or list(ARCH_PRESETS)
+    for f in files:
+        if f not in INSTANCES:
+            raise ValueError(f"kernel: expected one of {sorted(INSTANCES)}, got {f!r}")
+    for a in archs:
+        if a not in ARCH_PRESETS:
+            raise ValueError(f"arch: expected one of {list(ARCH_PRESETS)}, got {a!r}")
+    baseline = load_baseline() if baseline is None else baseline
+    with tempfile.TemporaryDirectory(prefix="sagelib-check-") as tmp:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            targets = list(pool.map(lambda fa: compile_target(fa[0], fa[1], nvcc, Path(tmp)),
+                                    [(f, a) for f in files for a in archs]))
+    failures = []
+    for t in targets:
+        if not t.ok:
+            failures.append(f"{t.file} for {t.arch}: {t.error.splitlines()[0] if t.error else 'failed'}")
+        for k in t.kernels:
+            allowed = baseline.get(k.key, 0)
+            if k.spill_stores > allowed:
+                failures.append(f"{k.key}: {k.spill_stores} bytes of spill stores (baseline {allowed})")
+    return CheckResult(targets, failures)
+
+
+def baseline_document(result: CheckResult) -> dict:
+    spills = {k.key: k.spill_stores for t in result.targets for k in t.kernels if k.spill_stores}
+    return {"about": "Spill-store bytes per kernel@arch that `sagelib kernels check` accepts; absent means 0. "
+                     "Regenerate with `sagelib kernels check --write-baseline` only when a spill is understood.",
+            "spill_store_bytes": dict(sorted(spills.items()))}
+
+
+def format_table(result: CheckResult) -> str:
+    rows = [("kernel", "arch", "regs", "spill st/ld", "stack", "smem")]
+    for t in result.targets:
+        for k in t.kernels:
+            rows.append((k.kernel, k.arch, str(k.registers), f"{k.spill_stores}/{k.spill_loads}",
+                         str(k.stack_bytes), str(k.smem_bytes)))
+        if not t.ok:
+            rows.append((f"{t.file} (FAILED)", t.arch, "-", "-", "-", "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def to_json(result: CheckResult) -> dict:
+    return {"ok": result.ok, "failures": result.failures,
+            "targets": [{**asdict(t), "kernels": [asdict(k) for k in t.kernels]} for t in result.targets]}

@@ -1,0 +1,32 @@
+"""The template instantiations the launcher uses: what gets built, checked and cached.
+
+One list per kernel file, so ``sagelib kernels check`` compiles exactly what
+:mod:`sagelib.cuda.ops` launches.
+"""
+
+from __future__ import annotations
+
+
+def _b(x: bool) -> str:
+    return "true" if x else "false"
+
+
+def quant_int8(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
+    return f"quant_int8_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
+
+
+def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
+    return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
+
+
+def attn_mma(head_dim: int, pv_fp16: bool) -> str:
+    return f"attn_mma_kernel<{head_dim}, {_b(pv_fp16)}>"
+
+
+HEAD_DIMS = (64, 128)
+
+INSTANCES: dict[str, tuple[str, ...]] = {
+    "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
+    "quant_kv.cu": tuple(quant_kv(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
+    "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
+}

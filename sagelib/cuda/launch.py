@@ -1,0 +1,112 @@
+"""Launching kernels on torch tensors: DLPack views, torch's current stream, checked launches.
+
+Tensors cross into CuPy through DLPack without copies. CuPy has no bfloat16 or
+float8 dtype, so 16-bit floats travel as int16 bits and float8 as uint8 bits
+(``view``, still zero-copy). Every launch runs on torch's current stream (a
+``cupy.cuda.ExternalStream`` over it), so kernels order with torch's own work
+and with CUDA graphs captured by torch. A launch failure raises at once
+(CuPy checks cuLaunchKernel's result); with ``SAGELIB_SYNC_LAUNCHES=1`` each
+launch is also synchronized so that an asynchronous fault names its kernel.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+_BIT_VIEWS = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float8_e4m3fn: torch.uint8,
+    torch.float8_e5m2: torch.uint8,
+}
+
+
+class KernelLaunchError(RuntimeError):
+    """A kernel launch, or (with SAGELIB_SYNC_LAUNCHES=1) its execution, failed."""
+
+
+def as_cupy(tensor: torch.Tensor):
+    """A CuPy array sharing ``tensor``'s memory (floats the CuPy lacks as their bits)."""
+    import cupy
+
+    if not tensor.is_cuda:
+        raise ValueError(f"tensor: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
+    view = tensor.view(_BIT_VIEWS[tensor.dtype]) if tensor.dtype in _BIT_VIEWS else tensor
+    return cupy.from_dlpack(view)
+
+
+def torch_stream():
+    """torch's current CUDA stream as a CuPy stream object."""
+    import cupy
+
+    stream = torch.cuda.current_stream()
+    return cupy.cuda.ExternalStream(stream.cuda_stream, stream.device_index)
+
+
+@dataclass(frozen=True)
+class I32:
+    """A value for an ``int`` kernel parameter."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class F32:
+    """A value for a ``float`` kernel parameter."""
+
+    value: float
+
+
+def kernel_argument(arg):
+    """One launch argument: tensors by DLPack, None as a null pointer, ints as int64 unless I32."""
+    if isinstance(arg, torch.Tensor):
+        return as_cupy(arg)
+    if arg is None:
+        return np.uint64(0)
+    if isinstance(arg, I32):
+        return np.int32(arg.value)
+    if isinstance(arg, F32):
+        return np.float32(arg.value)
+    if isinstance(arg, bool):
+        return np.int32(int(arg))
+    if isinstance(arg, int):
+        return np.int64(arg)
+    if isinstance(arg, float):
+        return np.float32(arg)
+    raise TypeError(f"kernel argument: unsupported type {type(arg).__name__}")
+
+
+def set_dynamic_smem(function, nbytes: int) -> None:
+    """Allow ``nbytes`` of dynamic shared memory (needed above 48 KB)."""
+    if nbytes > 48 * 1024 and getattr(function, "_sagelib_smem", 0) < nbytes:
+        from cupy_backends.cuda.api import driver
+
+        driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+        function._sagelib_smem = nbytes
+
+
+def launch(function, grid, block, args, *, shared_mem: int = 0, name: str = "kernel") -> None:
+    """Launch ``function`` on torch's current stream; raise KernelLaunchError on failure."""
+    if any(g <= 0 for g in grid):
+        return  # nothing to do (an empty dimension)
+    stream = torch_stream()
+    set_dynamic_smem(function, shared_mem)
+    try:
+        with stream:  # DLPack exports then need no cross-stream synchronization
+            converted = tuple(kernel_argument(a) for a in args)
+            function(tuple(grid), tuple(block), converted, shared_mem=shared_mem, stream=stream)
+        if os.environ.get("SAGELIB_SYNC_LAUNCHES"):
+            stream.synchronize()
+    except Exception as exc:
+        raise KernelLaunchError(f"{name}: launch with grid {tuple(grid)} block {tuple(block)} failed: {exc}") from exc
+
+
+def max_active_blocks(function, block_threads: int, shared_mem: int = 0) -> int:
+    """Resident blocks per multiprocessor for ``function`` (the occupancy calculator)."""
+    from cupy_backends.cuda.api import driver
+
+    return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, block_threads, shared_mem))

@@ -1,0 +1,110 @@
+"""Speed of our CUDA kernels on this GPU: quantizer bandwidth, then attention against the peers.
+
+Usage (GPU host, repository root):
+    python3 scripts/bench_cuda.py [--out DIR] [--quick]
+
+1. Device copy bandwidth (bytes read + written), the ceiling the quantizers are held to.
+2. Quantizers: Q to INT8 (quant_qk.cu) and K smoothing + INT8 K + V to e4m3 (quant_kv.cu),
+   and all of quantization together, in TB/s counting the bytes each must read and write.
+3. Attention through ``sagelib.bench`` (CUDA events, rotated buffers, checked outputs):
+   backends cuda, sdpa-flash, sdpa-cudnn, end to end and kernel-only, with ratios.
+Ops = 4*B*H*Nq*Nkv*D (half when causal). Writes bench.json and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from sagelib import bench
+from sagelib.cuda import ops
+
+
+def _time_ms(fn, reps=20, warmup=3) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return times[len(times) // 2]
+
+
+def copy_bandwidth() -> float:
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    ms = _time_ms(lambda: dst.copy_(src))
+    return 2 * src.numel() / (ms * 1e-3) / 1e12
+
+
+def quantizer_rows(shape: tuple[int, int, int, int]) -> list[dict]:
+    b, h, n, d = shape
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    k += 4 * torch.randn(1, 1, 1, d, device="cuda", dtype=torch.float16)
+    elems = b * h * n * d
+    g = "per_thread"
+    n_pad = -(-n // 64) * 64
+    q_scales = 4 * ops.n_q_groups(n, "sm89", g) * b * h
+    k_scales = 4 * ops.n_k_groups(n, "sm89", g) * b * h
+    rows = []
+
+    def add(name, fn, read, write):
+        ms = _time_ms(fn)
+        rows.append({"shape": f"{b}:{h}:{n}:{d}", "what": name, "ms": ms, "bytes": read + write,
+                     "tb_s": (read + write) / (ms * 1e-3) / 1e12})
+
+    qh = ops._prepared(q, d)
+    add("Q -> int8 (quant_qk)", lambda: ops._quantize_int8(qh, ops.q_geometry("sm89", g),
+                                                             ops.n_q_groups(n, "sm89", g), "triton", "HND"),
+        2 * elems, elems + q_scales)
+    add("K smooth+int8, V e4m3 (quant_kv)",
+        lambda: ops._quantize_kv(k, v, preset="sm89", granularity=g, flavour="triton", pv_accum="fp32+fp32",
+                                 layout="HND", do_k=True, do_v=True),
+        4 * elems, elems + k_scales + b * h * d * n_pad + 2 * b * h * d + 4 * b * h * d)
+    add("all quantization (prepare)", lambda: ops.prepare(q, k, v), 6 * elems,
+        2 * elems + q_scales + k_scales + b * h * d * n_pad + 6 * b * h * d)
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=".", help="folder for bench.json")
+    parser.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: nothing measured", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    copy = copy_bandwidth()
+    quant = quantizer_rows((2, 32, 16384, 128)) + quantizer_rows((32, 32, 1024, 128))
+    print(f"\ndevice copy bandwidth (read + write): {copy:.2f} TB/s")
+    print(f"{'shape':<16} {'quantizer':<36} {'ms':>8} {'TB/s':>6} {'of copy':>8}")
+    for r in quant:
+        print(f"{r['shape']:<16} {r['what']:<36} {r['ms']:8.3f} {r['tb_s']:6.2f} {r['tb_s'] / copy:8.0%}")
+
+    shapes = "2:32:16384:128,32:32:1024:128,2:32:16384:64" if not args.quick else "2:32:16384:128,32:32:1024:128"
+    plan = bench.SweepPlan(backends=["cuda", "sdpa-flash", "sdpa-cudnn"], shapes=bench.parse_shapes(shapes),
+                           causal=[False, True], timing=bench.TimingConfig(reps=20 if not args.quick else 10,
+                                                                           budget_s=1.5))
+    document = bench.run_sweep(plan, torch.device("cuda"), command="python3 scripts/bench_cuda.py",
+                               progress=False)
+    document["quantizers"] = {"copy_tb_s": copy, "rows": quant}
+    (out / "bench.json").write_text(json.dumps(document, indent=1, default=str))
+    print()
+    print(bench.format_table(document))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Small runs of every CUDA kernel, for compute-sanitizer (scripts/sanitize.sh).
+
+Each case is small (ragged N, GQA, both head dims, causal both alignments, both
+layouts) so memcheck and racecheck finish in seconds. Exits non-zero if any
+output is non-finite.
+"""
+
+import sys
+
+import torch
+
+from sagelib.cuda import ops
+
+CASES = [  # (n_q, n_kv, d, layout, h_q, h_kv, causal, alignment, granularity, pv_accum, dtype)
+    (17, 17, 64, "HND", 2, 1, True, "bottom_right", "per_thread", "fp32+fp32", torch.float16),
+    (130, 70, 128, "NHD", 2, 2, True, "bottom_right", "per_warp", "fp32+fp16", torch.bfloat16),
+    (70, 130, 128, "HND", 4, 2, True, "top_left", "per_thread", "fp32+fp16", torch.float16),
+    (200, 200, 128, "HND", 2, 2, False, "bottom_right", "per_thread", "fp32+fp32", torch.bfloat16),
+]
+
+
+def main() -> int:
+    bad = 0
+    for nq, nkv, d, layout, hq, hkv, causal, align, gran, accum, dtype in CASES:
+        shape = lambda h, n: (1, h, n, d) if layout == "HND" else (1, n, h, d)  # noqa: E731
+        q = torch.randn(shape(hq, nq), device="cuda", dtype=dtype)
+        k = torch.randn(shape(hkv, nkv), device="cuda", dtype=dtype)
+        v = torch.randn(shape(hkv, nkv), device="cuda", dtype=dtype)
+        out, lse = ops.attention(q, k, v, causal=causal, layout=layout, granularity=gran, pv_accum=accum,
+                                 causal_alignment=align, return_lse=True)
+        ops.quantize_qk(q, k, layout=layout, preset="sm90", granularity=gran)
+        ops.quantize_v(v, layout=layout, preset="sm90", pv_accum=accum)
+        torch.cuda.synchronize()
+        finite = bool(torch.isfinite(out).all())
+        bad += not finite
+        print(f"case {nq}x{nkv} d{d} {layout} causal={causal}/{align}: {'ok' if finite else 'NON-FINITE'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

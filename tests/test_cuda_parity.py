@@ -1,0 +1,191 @@
+"""Parity of our CUDA kernels with the contract, stage by stage (GPU tests).
+
+Quantizers must be bit-exact (int8 values, e4m3 bytes, scales, k mean); the
+attention output must lie within ATTN_REL_L1 of the contract's output for the
+same configuration, and its error against float64 must not exceed the
+contract's own by more than ERROR_SLACK. Every test draws fresh random inputs
+(the seed is printed on failure). The input-validation tests at the end need no GPU.
+"""
+
+import os
+
+import pytest
+import torch
+
+from sagelib import contract
+from sagelib.cuda import ops
+
+#: Relative L1 between kernel and contract outputs (same configuration). The two differ
+#: by ex2.approx vs exact exp2, fp32 summation order and the rare P element that then
+#: rounds to the neighbouring e4m3 value.
+ATTN_REL_L1 = 2e-3
+#: The kernel's relative-L1 error against float64 may exceed the contract's by this factor.
+ERROR_SLACK = 1.05
+LSE_ABS = 2e-3
+
+gpu = pytest.mark.gpu
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def _inputs(b, hq, hkv, nq, nkv, d, dtype, layout, seed, k_bias=4.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(h, n, bias=0.0):
+        x = torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.float32)
+        if bias:
+            x = x + bias * torch.randn(1, 1, 1, d, generator=g, device="cuda")
+        x = x.to(dtype)
+        return x if layout == "HND" else x.transpose(1, 2).contiguous()
+
+    return make(hq, nq), make(hkv, nkv, k_bias), make(hkv, nkv)
+
+
+def _rel_l1(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).abs().sum() / b.abs().sum().clamp_min(1e-30))
+
+
+QK_CASES = [
+    (preset, gran, dtype, layout, n, d)
+    for preset in ("sm90", "sm89")
+    for gran in ("per_thread", "per_warp")
+    for dtype in (torch.float16, torch.bfloat16)
+    for layout in ("HND", "NHD")
+    for n, d in ((1, 128), (17, 64), (1000, 128), (4099, 64))
+]
+
+
+@gpu
+@pytest.mark.parametrize("preset,gran,dtype,layout,n,d", QK_CASES)
+def test_quantize_qk_is_bit_exact(preset, gran, dtype, layout, n, d):
+    seed = _seed()
+    q, k, _ = _inputs(2, 4, 2, n, n + 5, d, dtype, layout, seed)
+    k_before = k.clone()
+    ours = ops.quantize_qk(q, k, layout=layout, preset=preset, granularity=gran)
+    ref = contract.quantize_qk(q, k, layout=layout, preset=preset, granularity=gran)
+    msg = f"seed={seed}"
+    assert torch.equal(k, k_before), "k was modified in place"
+    assert torch.equal(ours.km, ref.km), f"k mean differs ({msg})"
+    assert torch.equal(ours.q_scale, ref.q_scale), f"q_scale differs ({msg})"
+    assert torch.equal(ours.k_scale, ref.k_scale), f"k_scale differs ({msg})"
+    assert torch.equal(ours.q_int8, ref.q_int8), f"q_int8 differs in {int((ours.q_int8 != ref.q_int8).sum())} ({msg})"
+    assert torch.equal(ours.k_int8, ref.k_int8), f"k_int8 differs in {int((ours.k_int8 != ref.k_int8).sum())} ({msg})"
+    assert ours.flavour == ref.flavour
+
+
+@gpu
+@pytest.mark.parametrize("flavour", ["triton", "cuda"])
+@pytest.mark.parametrize("smooth_k", [True, False])
+def test_quantize_qk_flavours_and_no_smoothing(flavour, smooth_k):
+    seed = _seed()
+    q, k, _ = _inputs(1, 2, 2, 333, 333, 128, torch.float16, "HND", seed)
+    kw = dict(preset="sm89", granularity="per_thread", flavour=flavour, smooth_k=smooth_k)
+    ours, ref = ops.quantize_qk(q, k, **kw), contract.quantize_qk(q, k, **kw)
+    assert (ours.km is None) == (ref.km is None)
+    for name in ("q_int8", "q_scale", "k_int8", "k_scale"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), f"{name} differs (seed={seed})"
+
+
+V_CASES = [
+    (preset, accum, dtype, layout, n, d)
+    for preset in ("sm90", "sm89")
+    for accum in ("fp32+fp32", "fp32+fp16")
+    for dtype in (torch.float16, torch.bfloat16)
+    for layout in ("HND", "NHD")
+    for n, d in ((1, 64), (17, 128), (1000, 64), (4099, 128))
+]
+
+
+@gpu
+@pytest.mark.parametrize("preset,accum,dtype,layout,n,d", V_CASES)
+def test_quantize_v_is_bit_exact(preset, accum, dtype, layout, n, d):
+    seed = _seed()
+    _, _, v = _inputs(2, 2, 3, 1, n, d, dtype, layout, seed)
+    ours = ops.quantize_v(v, layout=layout, preset=preset, pv_accum=accum)
+    ref = contract.quantize_v(v, layout=layout, preset=preset, pv_accum=accum)
+    assert ours.v_fp8.shape == ref.v_fp8.shape
+    assert torch.equal(ours.v_scale, ref.v_scale), f"v_scale differs (seed={seed})"
+    diff = ours.v_fp8.view(torch.uint8) != ref.v_fp8.view(torch.uint8)
+    assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes (seed={seed})"
+
+
+# (n_q, n_kv, d, dtype, layout, h_q, h_kv, causal, alignment, granularity, pv_accum)
+ATTN_CASES = [
+    (1, 1, 128, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread", "fp32+fp32"),
+    (17, 17, 64, torch.bfloat16, "NHD", 4, 2, True, "bottom_right", "per_warp", "fp32+fp16"),
+    (1000, 1000, 128, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread", "fp32+fp16"),
+    (1000, 1000, 64, torch.bfloat16, "HND", 4, 4, True, "bottom_right", "per_thread", "fp32+fp32"),
+    (4099, 4099, 128, torch.bfloat16, "HND", 2, 1, True, "top_left", "per_warp", "fp32+fp32"),
+    (4099, 4099, 64, torch.float16, "NHD", 4, 4, False, "bottom_right", "per_warp", "fp32+fp16"),
+    (100, 1333, 128, torch.float16, "HND", 4, 2, True, "bottom_right", "per_thread", "fp32+fp32"),
+    (100, 1333, 64, torch.float16, "HND", 4, 2, True, "top_left", "per_thread", "fp32+fp16"),
+    (1333, 100, 128, torch.bfloat16, "NHD", 4, 4, True, "bottom_right", "per_thread", "fp32+fp32"),
+    (1333, 100, 64, torch.float16, "HND", 2, 2, False, "bottom_right", "per_warp", "fp32+fp32"),
+    (257, 4099, 128, torch.float16, "HND", 8, 1, False, "bottom_right", "per_thread", "fp32+fp32"),
+    (65, 63, 96, torch.float16, "HND", 2, 2, True, "bottom_right", "per_thread", "fp32+fp32"),
+]
+
+
+@gpu
+@pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran,accum", ATTN_CASES)
+def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, accum):
+    seed = _seed()
+    q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
+    kw = dict(causal=causal, layout=layout, preset="sm89", granularity=gran, pv_accum=accum,
+              causal_alignment=align, return_lse=True)
+    out, lse = ops.attention(q, k, v, **kw)
+    ref, ref_lse = contract.attention(q, k, v, **kw)
+    exact = contract.reference_attention(q, k, v, causal=causal, layout=layout, causal_alignment=align)
+    msg = f"seed={seed}"
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    assert bool(torch.isfinite(out).all()), f"non-finite output ({msg})"
+    to_contract = _rel_l1(out, ref)
+    ours_err, contract_err = _rel_l1(out, exact), _rel_l1(ref, exact)
+    print(f"[parity] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran} {accum}: "
+          f"rel_l1 to contract {to_contract:.2e}, vs float64 ours {ours_err:.3e} contract {contract_err:.3e}")
+    assert to_contract <= ATTN_REL_L1, f"rel L1 to contract {to_contract:.3e} > {ATTN_REL_L1} ({msg})"
+    assert ours_err <= contract_err * ERROR_SLACK + 1e-5, f"kernel error {ours_err:.3e} vs contract {contract_err:.3e} ({msg})"
+    blind = torch.isinf(ref_lse)
+    assert torch.equal(torch.isinf(lse), blind), f"lse -inf rows differ ({msg})"
+    lse_err = float((lse[~blind] - ref_lse[~blind]).abs().max()) if bool((~blind).any()) else 0.0
+    assert lse_err <= LSE_ABS, f"lse differs by {lse_err:.3e} ({msg})"
+
+
+@gpu
+def test_backend_runs_and_kernel_only_matches():
+    from sagelib import backends
+
+    backend = backends.get("cuda")
+    q, k, v = _inputs(1, 4, 4, 300, 300, 128, torch.float16, "HND", _seed())
+    out = backend.attention(q, k, v, causal=True)
+    again = backend.kernel_only(q, k, v, causal=True)()
+    assert torch.equal(out, again)
+
+
+# ---------------------------------------------------------------- input validation (no GPU needed)
+
+
+def test_cpu_tensors_are_refused_with_the_fix():
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="q: expected a CUDA tensor"):
+        ops.attention(q, q, q)
+
+
+def test_wrong_preset_and_options_are_refused():
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="preset"):
+        ops.attention(q, q, q, preset="sm90")
+    with pytest.raises(ValueError, match="options"):
+        ops.attention(q, q, q, exact=True)
+
+
+def test_contract_checks_come_first():
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float32)
+    with pytest.raises(ValueError, match="q: expected dtype"):
+        ops.attention(q, q, q)
+    big = torch.randn(1, 2, 8, 192, dtype=torch.float16)
+    with pytest.raises(ValueError, match="head_dim"):
+        ops.quantize_qk(big, big)
