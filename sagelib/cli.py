@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "sagelib.commands.profile",
     "sagelib.commands.log",
     "sagelib.commands.inventory",
+    "sagelib.commands.kernels",
 )
 
 

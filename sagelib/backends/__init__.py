@@ -55,6 +55,8 @@ _REGISTRY: dict[str, str] = {
     "sdpa-cudnn": "sagelib.backends.sdpa:SdpaCudnn",
     "sdpa-efficient": "sagelib.backends.sdpa:SdpaEfficient",
     "sage": "sagelib.backends.sage:SageBackend",
+    "cuda": "sagelib.backends.cuda:CudaBackend",
+    "cuda-per-warp-fp16": "sagelib.backends.cuda:CudaPerWarpFp16",
 }
 
 
