@@ -32,6 +32,7 @@ shape = "1:32:4096:128"
 causal = False
 mode = "end_to_end"
 launch_count = 8
+ptxas_archs = []
 recorded_dir = "data/results"
 
 # %%
@@ -53,11 +54,15 @@ results.add("tools", {name: {"path": s.path, "version": s.version, "reason": s.r
 # ## ptxas: resources per kernel and architecture
 
 # %%
-ptxas = profiling.ptxas_table()
+ptxas = profiling.ptxas_table(archs=ptxas_archs)
 results.add("ptxas", ptxas)
 if ptxas["reason"] is None:
-    display(Markdown(bench_records.markdown_table(ptxas["rows"])))
-    results.headline("ptxas_rows", len(ptxas["rows"]), note="kernel x architecture pairs compiled")
+    display(Markdown(bench_records.markdown_table(profiling.ptxas_by_arch(ptxas["rows"]))))
+    for failure in ptxas["failures"]:
+        display(Markdown(f"- **check failure:** {failure}"))
+    results.headline("ptxas_kernels_compiled", len(ptxas["rows"]), note="kernel x architecture pairs")
+    results.headline("ptxas_spilling_kernels", sum(1 for r in ptxas["rows"] if r.get("spill_stores")),
+                     note="kernel x architecture pairs with spill stores")
 else:
     display(Markdown(f"**No ptxas table:** {ptxas['reason']}."))
 

@@ -444,29 +444,43 @@ def parse_sanitizer_output(tool: str, argv: list[str], returncode: int, output: 
 # --------------------------------------------------------------------------- ptxas
 
 
-def ptxas_table() -> dict:
+def ptxas_table(files=None, archs=None) -> dict:
     """Registers, spills, stack and shared memory per kernel and architecture, from the kernels check.
 
-    ``{"rows": [...], "reason": None}``, or no rows and the reason (the check module or nvcc absent).
-    The figures come from ``sagelib.cuda.check`` (the kernels engineer's ptxas runner); this only
-    asks it, so both places agree on what a spill is.
+    ``{"rows": [...], "failures": [...], "reason": None}``, or no rows and the reason (the check
+    module or nvcc absent). The figures come from ``sagelib.cuda.check.run_check`` (the kernels
+    engineer's ptxas runner, no GPU needed); this only asks it, so both agree on what a spill is.
+    ``files`` / ``archs`` narrow the compile (None: every kernel file, every preset).
     """
     try:
         from sagelib.cuda import check
     except ImportError as exc:
-        return {"rows": [], "reason": f"sagelib.cuda.check is not importable ({exc}); the kernels check is not installed"}
+        return {"rows": [], "failures": [], "reason": f"sagelib.cuda.check is not importable ({exc}); the kernels check is not installed"}
     nvcc = tool_status("nvcc")
     if not nvcc.available:
-        return {"rows": [], "reason": nvcc.reason}
-    runner = getattr(check, "ptxas_table", None) or getattr(check, "check_all", None) or getattr(check, "run_check", None)
-    if runner is None:
-        return {"rows": [], "reason": "sagelib.cuda.check has no ptxas_table/check_all/run_check function"}
+        return {"rows": [], "failures": [], "reason": nvcc.reason}
     try:
-        result = runner()
+        result = check.run_check(files=files or None, archs=archs or None)
     except Exception as exc:  # a failed compile is a finding to show, not a crash
-        return {"rows": [], "reason": f"sagelib.cuda.check failed: {type(exc).__name__}: {exc}"}
-    rows = getattr(result, "rows", result)
-    return {"rows": [_plain(r) for r in rows], "reason": None, "nvcc": nvcc.version}
+        return {"rows": [], "failures": [], "reason": f"sagelib.cuda.check failed: {type(exc).__name__}: {exc}"}
+    rows = []
+    for target in result.targets:
+        rows += [_plain(k) for k in target.kernels]
+        if not target.ok:
+            rows.append({"kernel": f"{target.file} (FAILED)", "file": target.file, "arch": target.arch,
+                         "error": (target.error or "failed").splitlines()[0]})
+    return {"rows": rows, "failures": list(result.failures), "reason": None, "nvcc": nvcc.version}
+
+
+def ptxas_by_arch(rows: list[dict]) -> list[dict]:
+    """One row per kernel, one column per architecture: "registers r, spill stores B, smem B"."""
+    table: dict[str, dict] = {}
+    for row in rows:
+        cell = (f"FAILED: {row['error']}" if "error" in row else
+                f"{row.get('registers')} r" + (f", spill {row['spill_stores']} B" if row.get("spill_stores") else "")
+                + (f", smem {row['smem_bytes']} B" if row.get("smem_bytes") else ""))
+        table.setdefault(row["kernel"], {"kernel": row["kernel"]})[row["arch"]] = cell
+    return list(table.values())
 
 
 def _plain(row):

@@ -161,3 +161,16 @@ def test_gpu_ncu_on_one_sdpa_launch(tmp_path):
     summary = report.kernels[0]["summary"]
     assert summary["registers_per_thread"] and summary["registers_per_thread"] > 0
     assert summary["achieved_occupancy_pct"] is not None
+
+
+def test_ptxas_by_arch_pivots_kernels_against_architectures():
+    rows = [
+        {"kernel": "attn<128>", "arch": "sm_90", "registers": 255, "spill_stores": 64, "smem_bytes": 0},
+        {"kernel": "attn<128>", "arch": "sm_89", "registers": 200, "spill_stores": 0, "smem_bytes": 0},
+        {"kernel": "quant<64>", "arch": "sm_90", "registers": 64, "spill_stores": 0, "smem_bytes": 768},
+        {"kernel": "x.cu (FAILED)", "arch": "sm_120a", "error": "ptxas fatal"},
+    ]
+    table = profiling.ptxas_by_arch(rows)
+    assert table[0] == {"kernel": "attn<128>", "sm_90": "255 r, spill 64 B", "sm_89": "200 r"}
+    assert table[1] == {"kernel": "quant<64>", "sm_90": "64 r, smem 768 B"}
+    assert table[2]["sm_120a"] == "FAILED: ptxas fatal"
