@@ -452,13 +452,12 @@ def ptxas_table(files=None, archs=None) -> dict:
     engineer's ptxas runner, no GPU needed); this only asks it, so both agree on what a spill is.
     ``files`` / ``archs`` narrow the compile (None: every kernel file, every preset).
     """
-    try:
-        from sagelib.cuda import check
-    except ImportError as exc:
-        return {"rows": [], "failures": [], "reason": f"sagelib.cuda.check is not importable ({exc}); the kernels check is not installed"}
+    reason = ptxas_unavailable_reason()
+    if reason is not None:
+        return {"rows": [], "failures": [], "reason": reason}
+    from sagelib.cuda import check
+
     nvcc = tool_status("nvcc")
-    if not nvcc.available:
-        return {"rows": [], "failures": [], "reason": nvcc.reason}
     try:
         result = check.run_check(files=files or None, archs=archs or None)
     except Exception as exc:  # a failed compile is a finding to show, not a crash
@@ -470,6 +469,16 @@ def ptxas_table(files=None, archs=None) -> dict:
             rows.append({"kernel": f"{target.file} (FAILED)", "file": target.file, "arch": target.arch,
                          "error": (target.error or "failed").splitlines()[0]})
     return {"rows": rows, "failures": list(result.failures), "reason": None, "nvcc": nvcc.version}
+
+
+def ptxas_unavailable_reason() -> str | None:
+    """None when the ptxas table can be made here; otherwise what is missing."""
+    try:
+        from sagelib.cuda import check  # noqa: F401
+    except ImportError as exc:
+        return f"sagelib.cuda.check is not importable ({exc}); the kernels check is not installed"
+    nvcc = tool_status("nvcc")
+    return None if nvcc.available else nvcc.reason
 
 
 def ptxas_by_arch(rows: list[dict]) -> list[dict]:

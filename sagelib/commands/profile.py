@@ -97,8 +97,8 @@ def cmd_tools(args) -> int:
 
     for name, status in profiling.tools().items():
         print(f"{name:18s} {status.path + '  ' + (status.version or '') if status.available else 'absent: ' + status.reason}")
-    table = profiling.ptxas_table()
-    print(f"{'ptxas table':18s} {'available' if table['reason'] is None else 'absent: ' + table['reason']}")
+    reason = profiling.ptxas_unavailable_reason()
+    print(f"{'ptxas table':18s} {'available (sagelib profile ptxas)' if reason is None else 'absent: ' + reason}")
     return 0
 
 
