@@ -81,7 +81,7 @@ if not_live is None:
         display(Markdown(f"Recorded into `{bench_records.save(document, recorded_dir, stem='performance')}`."))
     recorded = False
 else:
-    document, path = bench_records.latest(recorded_dir)
+    document, path = bench_records.latest(recorded_dir, stem="performance")
     display(Markdown(bench_records.recorded_banner(document, path, not_live)))
     results.add("recorded_file", str(path) if path else None)
     recorded = True

@@ -73,11 +73,12 @@ def save(document: dict, directory: str | Path = RESULTS_DIR, *, stem: str = "be
     return path
 
 
-def load_all(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA) -> list[tuple[dict, Path]]:
-    """Every readable document of ``schema`` in ``directory``, oldest first."""
+def load_all(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA, stem: str | None = None) -> list[tuple[dict, Path]]:
+    """Every readable document of ``schema`` in ``directory`` (named ``*-<stem>.json`` if given), oldest first."""
     directory = resolve(directory)
     found = []
-    for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+    pattern = f"*-{stem}.json" if stem else "*.json"
+    for path in sorted(directory.glob(pattern)) if directory.is_dir() else []:
         try:
             document = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
@@ -87,9 +88,13 @@ def load_all(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA) ->
     return sorted(found, key=lambda item: item[0].get("created_utc", ""))
 
 
-def latest(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA) -> tuple[dict | None, Path | None]:
-    """The most recent recording of ``schema`` (by its ``created_utc``), or (None, None)."""
-    found = load_all(directory, schema)
+def latest(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA,
+           stem: str | None = None) -> tuple[dict | None, Path | None]:
+    """The most recent recording of ``schema`` (by its ``created_utc``), or (None, None).
+
+    ``stem`` picks one kind of recording by its file name (``performance`` for notebook 03's sweep).
+    """
+    found = load_all(directory, schema, stem)
     return found[-1] if found else (None, None)
 
 
@@ -111,6 +116,7 @@ def recorded_banner(document: dict | None, path: Path | None, reason_not_measure
     )
     if document.get("command"):
         lines.append(f"Recorded with: `{document['command']}`")
+    lines += [f"Note on this recording: {note}" for note in document.get("annotations", [])]
     return "\n\n".join(lines)
 
 

@@ -5,8 +5,11 @@ Run on a GPU host from the repository root: ``python3 scripts/gpu_ceilings_check
 
 import json
 import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from scripts/
 
 from sagelib.bench import TimingConfig, summarize, time_calls
 from sagelib.bench_ceilings import _rand, format_ceilings, measure_ceilings

@@ -54,12 +54,15 @@ def test_03_shows_the_latest_recording_labelled_as_recorded(tmp_path):
     old = _recorded_bench_document()
     old["created_utc"] = "2025-01-01T00:00:00Z"
     old["device"]["name"] = "Older GPU"
-    bench_records.save(old, recorded)
-    path = bench_records.save(_recorded_bench_document(), recorded)
+    bench_records.save(old, recorded, stem="performance")
+    path = bench_records.save(_recorded_bench_document(), recorded, stem="performance")
+    newer_small = _recorded_bench_document()  # a later recording of another kind is not the sweep
+    newer_small["created_utc"], newer_small["device"]["name"] = "2027-01-01T00:00:00Z", "Other Kind GPU"
+    bench_records.save(newer_small, recorded, stem="reference")
     values, html = _run(tmp_path, "03_performance", recorded)
     assert values["values"]["recorded_file"] == str(path)
     assert "RECORDED results" in html and "Test GPU 9000" in html and "abc1234" in html
-    assert "Older GPU" not in html
+    assert "Older GPU" not in html and "Other Kind GPU" not in html
     assert {f["name"] for f in values["figures"]} == {"tops_vs_n", "speedup_over_sdpa-cudnn", "against_ceilings"}
     headline = values["headlines"]["tops_sdpa-cudnn_d128_n16384"]
     assert headline["value"] == 560.0 and headline["note"].startswith("recorded 2026-11-29")
