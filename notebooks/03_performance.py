@@ -43,7 +43,6 @@ recorded_dir = "data/results"
 save_recording = False
 
 # %%
-import json
 from pathlib import Path
 
 import torch
@@ -76,7 +75,7 @@ if not_live is None:
                                     causal_modes=causal_modes, dtype=dtype, reps=reps, budget_s=budget_s)
     document = bench.run_sweep(plan, torch.device("cuda"), ceilings=ceilings,
                                command=f"notebook 03_performance (output_dir={output_dir})")
-    (Path(output_dir) / "bench.json").write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+    bench_records.write_json(document, Path(output_dir) / "bench.json")
     if save_recording:
         display(Markdown(f"Recorded into `{bench_records.save(document, recorded_dir, stem='performance')}`."))
     recorded = False

@@ -68,7 +68,13 @@ def save(document: dict, directory: str | Path = RESULTS_DIR, *, stem: str = "be
     directory.mkdir(parents=True, exist_ok=True)
     created = document.get("created_utc") or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     card = (document.get("device") or {}).get("name", "unknown")
-    path = directory / f"{created[:10]}-{_slug(card)}-{stem}.json"
+    return write_json(document, directory / f"{created[:10]}-{_slug(card)}-{stem}.json")
+
+
+def write_json(document: dict, path: str | Path) -> Path:
+    """Write a document as strict JSON (no NaN) at ``path``; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
     return path
 
