@@ -1,0 +1,72 @@
+"""Recorded results: sweep plans from notebook parameters, saving, finding the latest, headlines."""
+
+from __future__ import annotations
+
+import pytest
+
+from sagelib import bench, bench_records
+
+
+def test_curve_plan_keeps_tokens_fixed():
+    plan = bench_records.curve_plan(["sdpa-cudnn"], head_dims=[64, 128], seq_lens=[1024, 32768, 65536],
+                                    tokens=32768, heads=32, causal_modes=[False, True], reps=7)
+    assert [(s.batch, s.seq_q, s.head_dim) for s in plan.shapes] == [
+        (32, 1024, 64), (1, 32768, 64), (1, 65536, 64), (32, 1024, 128), (1, 32768, 128), (1, 65536, 128)]
+    assert plan.causal == [False, True] and plan.timing.reps == 7 and plan.timing.min_reps == 5
+    with pytest.raises(ValueError, match="non-empty"):
+        bench_records.curve_plan(["x"], head_dims=[], seq_lens=[1024], tokens=1, heads=1, causal_modes=[False])
+
+
+def test_usable_backends_names_every_reason():
+    usable, skipped = bench_records.usable_backends(["reference", "no-such-backend"])
+    assert usable == ["reference"]
+    assert "unknown backend 'no-such-backend'" in skipped["no-such-backend"]
+
+
+def _doc(created, card, tops=100.0):
+    shape = {"batch": 2, "heads": 32, "seq_q": 16384, "seq_kv": 16384, "head_dim": 128}
+    ops = bench.attention_ops(bench.Shape(**shape), False)
+    return {"schema": bench.SCHEMA, "created_utc": created, "device": {"name": card}, "environment": {},
+            "plan": {}, "ceilings": {}, "records": [
+                {"backend": "sdpa-cudnn", "mode": "end_to_end", "shape": shape, "causal": False, "dtype": "fp16",
+                 "layout": "HND", "ops": ops, "timer": "cuda-events", "tops": tops,
+                 "stats": {"median_ms": ops / (tops * 1e12) * 1e3}, "error": None}]}
+
+
+def test_save_names_files_by_date_and_card_and_latest_picks_by_time(tmp_path):
+    first = bench_records.save(_doc("2026-11-28T09:00:00Z", "NVIDIA H200"), tmp_path, stem="performance")
+    assert first.name == "2026-11-28-nvidia-h200-performance.json"
+    bench_records.save(_doc("2026-11-29T09:00:00Z", "NVIDIA H100 80GB HBM3"), tmp_path, stem="performance")
+    bench_records.save(_doc("2026-12-01T09:00:00Z", "Other"), tmp_path, stem="reference")
+    (tmp_path / "broken.json").write_text("{not json")
+    document, path = bench_records.latest(tmp_path, stem="performance")
+    assert document["device"]["name"] == "NVIDIA H100 80GB HBM3" and path.name.endswith("-performance.json")
+    assert bench_records.latest(tmp_path)[0]["device"]["name"] == "Other"
+    assert bench_records.latest(tmp_path / "missing") == (None, None)
+
+
+def test_banner_says_recorded_and_nothing_measured(tmp_path):
+    document = _doc("2026-11-29T09:00:00Z", "NVIDIA H200")
+    document["annotations"] = ["the int8 ceiling was re-measured"]
+    text = bench_records.recorded_banner(document, tmp_path / "x.json", "no GPU here")
+    assert text.startswith("**Nothing was measured in this run:** no GPU here")
+    assert "RECORDED" in text and "NVIDIA H200" in text and "re-measured" in text
+    assert "No recorded GPU results" in bench_records.recorded_banner(None, None, "no GPU here")
+
+
+def test_headline_figures_pick_d128_n16384_non_causal():
+    document = _doc("2026-11-29T09:00:00Z", "x", tops=585.0)
+    assert bench_records.headline_figures(document) == {"tops_sdpa-cudnn_d128_n16384": 585.0}
+    assert bench_records.headline_figures({"records": []}) == {}
+
+
+def test_why_not_live():
+    assert "device='cpu'" in bench_records.why_not_live("cpu")
+    assert "'tpu'" in bench_records.why_not_live("tpu")
+
+
+def test_markdown_table():
+    text = bench_records.markdown_table([{"a": 1.23456, "b": "x|y"}, {"a": None, "c": 2}])
+    assert text.splitlines()[0] == "| a | b | c |"
+    assert "1.235" in text and "x\\|y" in text
+    assert bench_records.markdown_table([]) == "(nothing to show)"
