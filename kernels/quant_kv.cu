@@ -29,9 +29,10 @@ struct KVArgs {
   u16 *km;            // [B, H, D] k mean in the input dtype
   u8 *v_fp8;          // [B, H, D, n_pad]
   float *v_scale;     // [B, H, D]
-  int n_pad; float v_scale_max; int permute_v;
+  int n_pad; float v_scale_max, inv_v_scale_max; int permute_v;  // inv_: fl32(1 / scale_max)
   int *ticket; int *head_done; double *k_sum; u32 *v_amax;  // zeroed workspace: [ticket, head_done[B*H]]
   int n_tokens, heads, batch, lag, do_k, do_v;
+  double inv_n;  // fl64(1 / n_tokens), as torch's mean multiplies by it
 };
 
 SAGE_DEVICE void ticket_to_item(int t, int n_items, int lag, bool &apply, int &item) {
@@ -147,14 +148,17 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
   if (tid < D) {
     const i64 at = (i64)bh * D + tid;
     if (a.do_k) {
-      const u16 km = double_to_bits<BF16>(__ldcg(a.k_sum + at) / (double)a.n_tokens);
+      // torch's mean: sum * fl(1 / N) in fp64, then one rounding to the input dtype.
+      const u16 km = double_to_bits<BF16>(__dmul_rn(__ldcg(a.k_sum + at), a.inv_n));
       sm.km[tid] = bits_to_float<BF16>(km);
       if (row0 == 0) a.km[at] = km;
     }
     if (a.do_v) {
+      // As torch computes them on CUDA: amax / scale_max -> amax * fl(1 / scale_max),
+      // scale_max / amax -> fl(1 / amax) * scale_max.
       const float amax = fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f);
-      sm.vmult[tid] = __fdiv_rn(a.v_scale_max, amax);
-      if (row0 == 0) a.v_scale[at] = __fdiv_rn(amax, a.v_scale_max);
+      sm.vmult[tid] = __fmul_rn(__fdiv_rn(1.0f, amax), a.v_scale_max);
+      if (row0 == 0) a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
     }
   }
   __syncthreads();
@@ -219,14 +223,14 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_kv_kernel(
     const u16 *k, i64 k_sb, i64 k_sh, i64 k_sn, const u16 *v, i64 v_sb, i64 v_sh, i64 v_sn,
     i8 *k_int8, i64 kq_sb, i64 kq_sh, i64 kq_sn, float *k_scale, int k_groups,
     int tile, int per_tile, int mod, int div, u16 *km, u8 *v_fp8, float *v_scale, int n_pad,
-    float v_scale_max, int permute_v, int *workspace_ints, double *k_sum, u32 *v_amax,
-    int n_tokens, int heads, int batch, int lag, int do_k, int do_v) {
+    float v_scale_max, float inv_v_scale_max, int permute_v, int *workspace_ints, double *k_sum, u32 *v_amax,
+    int n_tokens, int heads, int batch, int lag, int do_k, int do_v, double inv_n) {
   __shared__ KVSmem<D> sm;
   __shared__ int s_ticket;
   const KVArgs a = {k, k_sb, k_sh, k_sn, v, v_sb, v_sh, v_sn, k_int8, kq_sb, kq_sh, kq_sn,
                     k_scale, k_groups, tile, per_tile, mod, div, km, v_fp8, v_scale, n_pad,
-                    v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum, v_amax,
-                    n_tokens, heads, batch, lag, do_k, do_v};
+                    v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum, v_amax,
+                    n_tokens, heads, batch, lag, do_k, do_v, inv_n};
   const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   for (;;) {

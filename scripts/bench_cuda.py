@@ -7,7 +7,7 @@ Usage (GPU host, repository root):
 2. Quantizers: Q to INT8 (quant_qk.cu) and K smoothing + INT8 K + V to e4m3 (quant_kv.cu),
    and all of quantization together, in TB/s counting the bytes each must read and write.
 3. Attention through ``sagelib.bench`` (CUDA events, rotated buffers, checked outputs):
-   backends cuda, sdpa-flash, sdpa-cudnn, end to end and kernel-only, with ratios.
+   backends cuda, cuda-per-warp-fp16, sdpa-flash, sdpa-cudnn, end to end and kernel-only, with ratios.
 Ops = 4*B*H*Nq*Nkv*D (half when causal). Writes bench.json and prints the tables.
 """
 
@@ -70,7 +70,7 @@ def quantizer_rows(shape: tuple[int, int, int, int]) -> list[dict]:
         lambda: ops._quantize_kv(k, v, preset="sm89", granularity=g, flavour="triton", pv_accum="fp32+fp32",
                                  layout="HND", do_k=True, do_v=True),
         4 * elems, elems + k_scales + b * h * d * n_pad + 2 * b * h * d + 4 * b * h * d)
-    add("all quantization (prepare)", lambda: ops.prepare(q, k, v), 6 * elems,
+    add("all quantization (prepare)", lambda: ops.prepare(q, k, v, check_finite=False), 6 * elems,
         2 * elems + q_scales + k_scales + b * h * d * n_pad + 6 * b * h * d)
     return rows
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         print(f"{r['shape']:<16} {r['what']:<36} {r['ms']:8.3f} {r['tb_s']:6.2f} {r['tb_s'] / copy:8.0%}")
 
     shapes = "2:32:16384:128,32:32:1024:128,2:32:16384:64" if not args.quick else "2:32:16384:128,32:32:1024:128"
-    plan = bench.SweepPlan(backends=["cuda", "sdpa-flash", "sdpa-cudnn"], shapes=bench.parse_shapes(shapes),
+    plan = bench.SweepPlan(backends=["cuda", "cuda-per-warp-fp16", "sdpa-flash", "sdpa-cudnn"], shapes=bench.parse_shapes(shapes),
                            causal=[False, True], timing=bench.TimingConfig(reps=20 if not args.quick else 10,
                                                                            budget_s=1.5))
     document = bench.run_sweep(plan, torch.device("cuda"), command="python3 scripts/bench_cuda.py",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the CUDA kernels: environment, parity tests, sanitizer, benchmark.
 # Usage on a GPU host, from the repository root:
-#     bash scripts/gpu_session.sh [env] [parity] [sanitize] [bench] [quick]     (default: all four)
+#     bash scripts/gpu_session.sh [env] [debug] [parity] [sanitize] [bench] [quick]   (default: env parity sanitize bench)
 # Full logs go under $OUT (default /tmp/sagelib-gpu); a short summary prints last.
 set -u
 OUT=${OUT:-/tmp/sagelib-gpu}
@@ -31,6 +31,9 @@ q,k,v=(torch.randn(1,2,200,128,device=\"cuda\",dtype=torch.float16) for _ in ran
 o=ops.attention(q,k,v); r=contract.attention(q,k,v,preset=\"sm89\")
 print(\"smoke rel_l1\", float((o.double()-r.double()).abs().sum()/r.double().abs().sum()))"'
 fi
+if has debug; then
+    run debug 120 python3 scripts/debug_cuda.py
+fi
 if has parity; then
     run parity 300 python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_cuda_parity.py
     grep -E "passed|failed" "$OUT/parity.log" | tail -1 | sed 's/^/  parity: /' | tee -a "$summary"
@@ -45,4 +48,5 @@ if has bench; then
 fi
 echo
 echo "---- summary"; cat "$summary"
+if has debug; then echo "---- debug"; cat "$OUT/debug.log"; fi
 if has bench; then echo "---- bench (tail)"; tail -32 "$OUT/bench.log"; fi

@@ -20,9 +20,9 @@
 
 SAGE_DEVICE float exact_int_to_float(i32 s) { return __int_as_float(s + SAGE_I2F_BIAS) - SAGE_I2F_BIAS_F; }
 
-SAGE_DEVICE i32 quad_max_i32(i32 x) {
-  x = max(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+SAGE_DEVICE float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
 SAGE_DEVICE float quad_sum(float x) {
@@ -58,9 +58,11 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
       i32 mx = s[t][0][2 * half];
 #pragma unroll
       for (int j = 0; j < 8; ++j) mx = max(mx, max(s[t][j][2 * half], s[t][j][2 * half + 1]));
-      mx = quad_max_i32(mx);
+      // The lane's max in the scaled domain, then across the quad: with per_thread
+      // K scales each lane of a quad has its own mult, so INT32 maxima do not compare.
       float row_max = exact_int_to_float(mx) * mult;
       if (MASKED && mx == SAGE_MASKED_S) row_max = SAGE_MASK_SCORE;
+      row_max = quad_max(row_max);
       const float m_new = fmaxf(m[t][half], row_max - SAGE_FP8_OFFSET);
       alpha[t][half] = fast_exp2(m[t][half] - m_new);
       m[t][half] = m_new;

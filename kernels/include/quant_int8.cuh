@@ -74,7 +74,7 @@ SAGE_DEVICE void quantize_chunk_int8(const u16 *__restrict__ x, i64 x_stride, i8
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       float f = bits_to_float<BF16>((u16)(w[e / 2] >> (16 * (e % 2))));
-      if (SMOOTH) {
+      if (SMOOTH && row < n_tokens) {  // rows past N stay 0: they belong to no group's amax
         const float d = f - km[c * 8 + e];
         f = CUDA_FLAVOUR ? d : round_through<BF16>(d);
       }
@@ -88,14 +88,18 @@ SAGE_DEVICE void quantize_chunk_int8(const u16 *__restrict__ x, i64 x_stride, i8
   __syncthreads();
 
   if (tid < n_local_groups) {
+    // The contract's torch arithmetic on CUDA: `amax / 127` runs as amax * fl(1/127)
+    // (division by a scalar becomes a multiply by its reciprocal) and `127 / amax`
+    // as fl(1/amax) * 127 (Tensor.__rtruediv__ is reciprocal() * other).
+    const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127)
     float amax = __uint_as_float(sm.amax[tid]);
     float scale, mult = 0.0f;
     if (CUDA_FLAVOUR) {
       amax = fmaxf(amax, 1e-7f);
-      scale = __fdiv_rn(amax, 127.0f);
-      mult = __fdiv_rn(127.0f, amax);
+      scale = __fmul_rn(amax, inv127);
+      mult = __fmul_rn(__fdiv_rn(1.0f, amax), 127.0f);
     } else {
-      scale = __fadd_rn(__fdiv_rn(amax, 127.0f), 1e-7f);
+      scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
     }
     sm.scale[tid] = scale;
     sm.mult[tid] = mult;

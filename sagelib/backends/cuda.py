@@ -18,9 +18,12 @@ class CudaBackend(Backend):
     name = "cuda"
     quantized = True
 
-    def __init__(self, granularity: str = "per_thread", pv_accum: str = "fp32+fp32"):
+    def __init__(self, granularity: str = "per_thread", pv_accum: str = "fp32+fp32", check_finite: bool = False):
         self.granularity = granularity
         self.pv_accum = pv_accum
+        #: The NaN/Inf scan reads q, k and v once more and synchronizes with the host;
+        #: off by default on this fast path (sagelib.cuda.ops.attention keeps it on).
+        self.check_finite = check_finite
         self.description = (f"our kernels: INT8 QK / e4m3 PV mma.sync, sm89 preset, {granularity}, {pv_accum}")
 
     def unavailable_reason(self) -> str | None:
@@ -45,13 +48,13 @@ class CudaBackend(Backend):
         from sagelib.cuda import ops
 
         return ops.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
-                             pv_accum=self.pv_accum, return_lse=return_lse)
+                             pv_accum=self.pv_accum, return_lse=return_lse, check_finite=self.check_finite)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
         from sagelib.cuda import ops
 
         prepared = ops.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
-                               granularity=self.granularity, pv_accum=self.pv_accum)
+                               granularity=self.granularity, pv_accum=self.pv_accum, check_finite=self.check_finite)
         return lambda: ops.run_attention(prepared)
 
 

@@ -196,6 +196,4 @@ def load_function(kernel: str, name_expression: str, arch: str | None = None, op
     built = compile_cubin(BuildRequest(kernel, (name_expression,), arch, tuple(options)))
     module = cupy.cuda.function.Module()
     module.load(built.cubin)
-    function = module.get_function(built.lowered[name_expression])
-    function._sagelib_module = module  # keep the module alive as long as the function
-    return function
+    return module.get_function(built.lowered[name_expression])  # the Function keeps its Module alive

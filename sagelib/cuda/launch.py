@@ -61,6 +61,13 @@ class F32:
     value: float
 
 
+@dataclass(frozen=True)
+class F64:
+    """A value for a ``double`` kernel parameter."""
+
+    value: float
+
+
 def kernel_argument(arg):
     """One launch argument: tensors by DLPack, None as a null pointer, ints as int64 unless I32."""
     if isinstance(arg, torch.Tensor):
@@ -71,6 +78,8 @@ def kernel_argument(arg):
         return np.int32(arg.value)
     if isinstance(arg, F32):
         return np.float32(arg.value)
+    if isinstance(arg, F64):
+        return np.float64(arg.value)
     if isinstance(arg, bool):
         return np.int32(int(arg))
     if isinstance(arg, int):
@@ -80,13 +89,16 @@ def kernel_argument(arg):
     raise TypeError(f"kernel argument: unsupported type {type(arg).__name__}")
 
 
+_DYNAMIC_SMEM_LIMIT: dict[int, int] = {}  # function pointer -> bytes allowed so far
+
+
 def set_dynamic_smem(function, nbytes: int) -> None:
     """Allow ``nbytes`` of dynamic shared memory (needed above 48 KB)."""
-    if nbytes > 48 * 1024 and getattr(function, "_sagelib_smem", 0) < nbytes:
+    if nbytes > 48 * 1024 and _DYNAMIC_SMEM_LIMIT.get(function.ptr, 0) < nbytes:
         from cupy_backends.cuda.api import driver
 
         driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
-        function._sagelib_smem = nbytes
+        _DYNAMIC_SMEM_LIMIT[function.ptr] = nbytes
 
 
 def launch(function, grid, block, args, *, shared_mem: int = 0, name: str = "kernel") -> None:

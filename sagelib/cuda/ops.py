@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from sagelib.contract import presets as P
@@ -26,7 +27,7 @@ from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
 from sagelib.contract.validate import check_layout, check_qk, check_qkv, check_tensor, default_sm_scale, to_hnd
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import F32, I32, launch, max_active_blocks
+from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 
 KERNEL_HEAD_DIMS = (64, 128)
 QUANT_ROWS, QUANT_THREADS = 128, 256
@@ -178,8 +179,9 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     lag = max(items_per_head, grid + grid // 2)
     launch(fn, (grid, 1, 1), (QUANT_THREADS, 1, 1),
            (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
-            F32(P.V_SCALE_MAX[pv_accum]), I32(int(g.permute_v)), ints, k_sum, v_amax,
-            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v))), name="quant_kv_kernel")
+            F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
+            I32(int(g.permute_v)), ints, k_sum, v_amax, I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)),
+            I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
 
 

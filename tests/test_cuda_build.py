@@ -1,0 +1,103 @@
+"""sagelib.cuda.build and sagelib.cuda.launch without a GPU: cache keys, presets, NVRTC errors, arguments.
+
+NVRTC compiles without a GPU; where the library is missing those tests skip
+with the reason. Loading and launching need a GPU (tests/test_cuda_parity.py).
+"""
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from sagelib.cuda import build, launch
+from sagelib.cuda.instances import INSTANCES
+
+needs_nvrtc = pytest.mark.skipif(build.nvrtc_version() is None,
+                                 reason="needs NVRTC (pip install -e '.[cuda13]' or nvidia-cuda-nvrtc)")
+
+
+@pytest.fixture
+def kernel_tree(tmp_path, monkeypatch):
+    """A private copy of kernels/ (and a private cache) the test may edit."""
+    root = tmp_path / "kernels"
+    shutil.copytree(build.KERNELS_DIR, root)
+    monkeypatch.setattr(build, "KERNELS_DIR", root)
+    monkeypatch.setattr(build, "INCLUDE_DIR", root / "include")
+    monkeypatch.setenv("SAGELIB_KERNEL_CACHE", str(tmp_path / "cache"))
+    return root
+
+
+def test_presets_and_capabilities():
+    assert build.ARCH_PRESETS == ("sm_89", "sm_90", "sm_90a", "sm_120a", "sm_121a")
+    assert build.arch_for_capability(9, 0) == "sm_90"
+    assert build.arch_for_capability(12, 1) == "sm_121a"
+    with pytest.raises(ValueError, match="compute capability 8.9, 9.0, 12.0 or 12.1"):
+        build.arch_for_capability(8, 0)
+
+
+def test_request_validation_names_the_fix():
+    with pytest.raises(ValueError, match="arch: expected one of"):
+        build.BuildRequest("attn_mma.cu", ("attn_mma_kernel<128, false>",), "sm_80")
+    with pytest.raises(ValueError, match="kernel: expected a file in kernels/"):
+        build.BuildRequest("nope.cu", (), "sm_90")
+
+
+def test_cache_key_follows_headers_options_arch_and_instances(kernel_tree):
+    req = build.BuildRequest("quant_qk.cu", (INSTANCES["quant_qk.cu"][0],), "sm_90")
+    key = build.cache_key(req)
+    assert key == build.cache_key(req)
+    header = kernel_tree / "include" / "convert.cuh"
+    header.write_text(header.read_text() + "\n// an edit in an included header\n")
+    edited = build.cache_key(req)
+    assert edited != key, "a header edit must change the cache key (NVRTC resolves includes itself)"
+    assert build.cache_key(build.BuildRequest("quant_qk.cu", req.name_expressions, "sm_90a")) != edited
+    assert build.cache_key(build.BuildRequest("quant_qk.cu", req.name_expressions, "sm_90", ("-DX=1",))) != edited
+    assert build.cache_key(build.BuildRequest("quant_qk.cu", (INSTANCES["quant_qk.cu"][1],), "sm_90")) != edited
+
+
+def test_options_carry_arch_include_dir_and_header_hash(kernel_tree):
+    opts = build.nvrtc_options(build.BuildRequest("attn_mma.cu", (), "sm_90a"))
+    assert "-arch=sm_90a" in opts and f"-I{kernel_tree / 'include'}" in opts
+    assert any(o.startswith("-DSAGELIB_INCLUDE_HASH=0x") for o in opts)
+
+
+def test_compile_log_is_reported_as_file_and_line():
+    req = build.BuildRequest("attn_mma.cu", (), "sm_90")
+    log = (f"{build.INCLUDE_DIR}/convert.cuh(12): error: identifier \"oops\" is undefined\n"
+           "kernels/attn_mma.cu(40): error: expected a \";\"\n\n2 errors detected in the compilation.\n")
+    text = build.format_compile_log(req, log)
+    assert "kernels/include/convert.cuh:12: error: identifier" in text
+    assert "kernels/attn_mma.cu:40: error: expected" in text
+
+
+@needs_nvrtc
+def test_nvrtc_builds_every_arch_and_caches(kernel_tree):
+    name = "quant_int8_kernel<64, false, true>"
+    for arch in build.ARCH_PRESETS:
+        built = build.compile_cubin(build.BuildRequest("quant_qk.cu", (name,), arch))
+        assert built.cubin[:4] == b"\x7fELF" and not built.from_cache
+        assert built.lowered[name].startswith("_Z17quant_int8_kernel")
+    again = build.compile_cubin(build.BuildRequest("quant_qk.cu", (name,), "sm_90"))
+    assert again.from_cache
+
+
+@needs_nvrtc
+def test_a_broken_kernel_fails_with_file_and_line(kernel_tree):
+    (kernel_tree / "broken.cu").write_text('#include "common.cuh"\n\n__global__ void k() { undefined_name(); }\n')
+    with pytest.raises(build.KernelCompileError, match=r"broken\.cu:3: error"):
+        build.compile_cubin(build.BuildRequest("broken.cu", (), "sm_90"))
+
+
+def test_kernel_arguments_are_typed():
+    assert launch.kernel_argument(launch.I32(7)).dtype == np.int32
+    assert launch.kernel_argument(3).dtype == np.int64  # strides and sizes default to int64
+    assert launch.kernel_argument(launch.F32(0.5)).dtype == np.float32
+    assert launch.kernel_argument(None) == np.uint64(0)  # a null pointer
+    with pytest.raises(TypeError, match="unsupported type"):
+        launch.kernel_argument("x")
+
+
+def test_cpu_tensor_is_refused_before_dlpack():
+    with pytest.raises(ValueError, match="expected a CUDA tensor"):
+        launch.as_cupy(torch.zeros(2))

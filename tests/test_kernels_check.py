@@ -1,0 +1,72 @@
+"""`sagelib kernels check`: nvcc compiles every kernel for every target; ptxas' report is parsed.
+
+Needs nvcc (CI has it), no GPU. The full check is the CI gate: a failed target
+or a spill above kernels/check_baseline.json fails it.
+"""
+
+import json
+
+import pytest
+
+from sagelib.cli import main
+from sagelib.cuda import check
+from sagelib.cuda.build import ARCH_PRESETS
+from sagelib.cuda.instances import INSTANCES
+
+needs_nvcc = pytest.mark.skipif(check.nvcc_path() is None, reason="needs nvcc (the CUDA toolkit)")
+
+PTXAS_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif' for 'sm_90'
+ptxas info    : Function properties for _Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif
+    24 bytes stack frame, 20 bytes spill stores, 16 bytes spill loads
+ptxas info    : Used 255 registers, used 1 barriers, 24 bytes cumulative stack size
+ptxas info    : Compiling entry function '_Z17quant_int8_kernelILi128ELb0ELb0EEvPKtxxxPaxxxPfiiiiii' for 'sm_90'
+ptxas info    : Function properties for _Z17quant_int8_kernelILi128ELb0ELb0EEvPKtxxxPaxxxPfiiiiii
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 96 registers, used 1 barriers, 768 bytes smem
+"""
+
+
+def test_ptxas_report_is_parsed():
+    reports = check.parse_ptxas(PTXAS_LOG, "x.cu", "sm_90")
+    assert [r.registers for r in reports] == [255, 96]
+    assert (reports[0].spill_stores, reports[0].spill_loads, reports[0].stack_bytes) == (20, 16, 24)
+    assert reports[1].smem_bytes == 768 and reports[1].spill_stores == 0
+    if check.shutil.which("c++filt"):
+        assert reports[0].kernel == "attn_mma_kernel<64, true>"
+
+
+def test_spills_above_the_baseline_fail(monkeypatch):
+    report = check.KernelReport("k<1>", "k.cu", "sm_90", registers=255, spill_stores=8)
+    target = check.TargetResult("k.cu", "sm_90", True, [report])
+    monkeypatch.setattr(check, "compile_target", lambda f, a, nvcc, wd: target)
+    monkeypatch.setattr(check, "nvcc_path", lambda: "nvcc")
+    monkeypatch.setitem(check.INSTANCES, "k.cu", ("k<1>",))
+    assert not check.run_check(["k.cu"], ["sm_90"], baseline={}).ok
+    assert check.run_check(["k.cu"], ["sm_90"], baseline={"k<1>@sm_90": 8}).ok
+    assert "k<1>@sm_90: 8 bytes" in check.run_check(["k.cu"], ["sm_90"], baseline={"k<1>@sm_90": 4}).failures[0]
+
+
+def test_unknown_kernel_or_arch_is_a_usage_error(capsys):
+    assert main(["kernels", "check", "--arch", "sm_80"]) == 2
+    assert "arch: expected one of" in capsys.readouterr().err
+
+
+@needs_nvcc
+def test_every_kernel_compiles_for_every_target_without_new_spills(tmp_path):
+    result = check.run_check(jobs=2)
+    assert {(t.file, t.arch) for t in result.targets} == {(f, a) for f in INSTANCES for a in ARCH_PRESETS}
+    assert result.ok, "\n".join(result.failures)
+    names = {k.kernel for t in result.targets for k in t.kernels}
+    assert names >= {n.replace(" ", "") for f in INSTANCES for n in INSTANCES[f]} or len(names) == sum(
+        map(len, INSTANCES.values()))
+
+
+@needs_nvcc
+def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "check.json"
+    assert main(["kernels", "check", "--kernel", "quant_qk.cu", "--arch", "sm_90", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "quant_int8_kernel<128, false, false>" in text and "spill st/ld" in text
+    assert json.loads(out.read_text())["ok"] is True
