@@ -1,12 +1,17 @@
-"""Launching kernels on torch tensors: DLPack views, torch's current stream, checked launches.
+"""Launching kernels on torch tensors: zero-copy, on torch's current stream, checked.
 
-Tensors cross into CuPy through DLPack without copies. CuPy has no bfloat16 or
-float8 dtype, so 16-bit floats travel as int16 bits and float8 as uint8 bits
-(``view``, still zero-copy). Every launch runs on torch's current stream (a
-``cupy.cuda.ExternalStream`` over it), so kernels order with torch's own work
-and with CUDA graphs captured by torch. A launch failure raises at once
-(CuPy checks cuLaunchKernel's result); with ``SAGELIB_SYNC_LAUNCHES=1`` each
-launch is also synchronized so that an asynchronous fault names its kernel.
+Tensors reach a kernel as device pointers with no copy. Two ways exist:
+``as_cupy`` gives a CuPy array through DLPack (CuPy has no bfloat16 or float8,
+so 16-bit floats travel as int16 bits and float8 as uint8 bits, still
+zero-copy); the launch path itself passes ``tensor.data_ptr()``, because a
+DLPack export costs microseconds per tensor and an attention call hands over a
+dozen (measured on the H200: the host, not the GPU, then set the pace of the
+quantizers). ``SAGELIB_LAUNCH_DLPACK=1`` sends launch arguments through DLPack
+instead. Every launch runs on torch's current stream (wrapped once per stream
+as a CuPy stream), so kernels order with torch's own work and are captured by
+torch's CUDA graphs. A launch failure raises at once (CuPy checks
+cuLaunchKernel's result); with ``SAGELIB_SYNC_LAUNCHES=1`` each launch is also
+synchronized so that an asynchronous fault names its kernel.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+_VIA_DLPACK = bool(os.environ.get("SAGELIB_LAUNCH_DLPACK"))
 
 _BIT_VIEWS = {
     torch.float16: torch.int16,
@@ -39,12 +46,27 @@ def as_cupy(tensor: torch.Tensor):
     return cupy.from_dlpack(view)
 
 
-def torch_stream():
-    """torch's current CUDA stream as a CuPy stream object."""
-    import cupy
+_STREAMS: dict[tuple[int, int], object] = {}
 
+
+def torch_stream():
+    """torch's current CUDA stream as a CuPy stream object (one wrapper per stream)."""
     stream = torch.cuda.current_stream()
-    return cupy.cuda.ExternalStream(stream.cuda_stream, stream.device_index)
+    key = (stream.device_index, stream.cuda_stream)
+    wrapped = _STREAMS.get(key)
+    if wrapped is None:
+        import warnings
+
+        import cupy
+
+        try:
+            wrapped = cupy.cuda.Stream.from_external(stream)
+        except Exception:  # a torch without the CUDA stream protocol
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                wrapped = cupy.cuda.ExternalStream(stream.cuda_stream, stream.device_index)
+        _STREAMS[key] = wrapped
+    return wrapped
 
 
 @dataclass(frozen=True)
@@ -69,9 +91,13 @@ class F64:
 
 
 def kernel_argument(arg):
-    """One launch argument: tensors by DLPack, None as a null pointer, ints as int64 unless I32."""
+    """One launch argument: tensors as device pointers, None as a null pointer, ints as int64 unless I32."""
     if isinstance(arg, torch.Tensor):
-        return as_cupy(arg)
+        if _VIA_DLPACK:
+            return as_cupy(arg)
+        if not arg.is_cuda:
+            raise ValueError(f"tensor: expected a CUDA tensor, got one on {arg.device}; move it with .cuda()")
+        return np.uint64(arg.data_ptr())
     if arg is None:
         return np.uint64(0)
     if isinstance(arg, I32):
@@ -108,7 +134,7 @@ def launch(function, grid, block, args, *, shared_mem: int = 0, name: str = "ker
     stream = torch_stream()
     set_dynamic_smem(function, shared_mem)
     try:
-        with stream:  # DLPack exports then need no cross-stream synchronization
+        with stream:  # (DLPack exports then need no cross-stream synchronization)
             converted = tuple(kernel_argument(a) for a in args)
             function(tuple(grid), tuple(block), converted, shared_mem=shared_mem, stream=stream)
         if os.environ.get("SAGELIB_SYNC_LAUNCHES"):
@@ -117,8 +143,14 @@ def launch(function, grid, block, args, *, shared_mem: int = 0, name: str = "ker
         raise KernelLaunchError(f"{name}: launch with grid {tuple(grid)} block {tuple(block)} failed: {exc}") from exc
 
 
-def max_active_blocks(function, block_threads: int, shared_mem: int = 0) -> int:
-    """Resident blocks per multiprocessor for ``function`` (the occupancy calculator)."""
-    from cupy_backends.cuda.api import driver
+_OCCUPANCY: dict[tuple[int, int, int], int] = {}
 
-    return int(driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, block_threads, shared_mem))
+
+def max_active_blocks(function, block_threads: int, shared_mem: int = 0) -> int:
+    """Resident blocks per multiprocessor for ``function`` (the occupancy calculator, cached)."""
+    key = (function.ptr, block_threads, shared_mem)
+    if key not in _OCCUPANCY:
+        from cupy_backends.cuda.api import driver
+
+        _OCCUPANCY[key] = int(driver.occupancyMaxActiveBlocksPerMultiprocessor(function.ptr, block_threads, shared_mem))
+    return _OCCUPANCY[key]

@@ -17,6 +17,7 @@ score and no output) and sliced on the way out.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -174,7 +175,7 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
-    resident = max(1, max_active_blocks(fn, QUANT_THREADS)) * torch.cuda.get_device_properties(dev).multi_processor_count
+    resident = max(1, max_active_blocks(fn, QUANT_THREADS)) * _sm_count(dev)
     grid = min(2 * n_items, resident)
     lag = max(items_per_head, grid + grid // 2)
     launch(fn, (grid, 1, 1), (QUANT_THREADS, 1, 1),
@@ -183,6 +184,15 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
             I32(int(g.permute_v)), ints, k_sum, v_amax, I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)),
             I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
+
+
+@lru_cache(maxsize=None)
+def _sm_count_of(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _sm_count(device: torch.device) -> int:
+    return _sm_count_of(device.index if device.index is not None else torch.cuda.current_device())
 
 
 def _slice_head_dim(x: torch.Tensor | None, d: int, dim: int = -1):
