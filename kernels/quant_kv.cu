@@ -170,13 +170,17 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
   }
   if (a.do_v) {
     const u16 *v = a.v + b * a.v_sb + h * a.v_sh;
+    u32x4 raw[VPT];  // all loads in flight before the first shared-memory store
+#pragma unroll
+    for (int i = 0; i < VPT; ++i) {
+      const int row = row0 + (i * QUANT_THREADS + tid) / CPR;
+      raw[i] = u32x4{0u, 0u, 0u, 0u};
+      if (row < a.n_tokens) raw[i] = *reinterpret_cast<const u32x4 *>(v + row * a.v_sn + c * 8);
+    }
 #pragma unroll
     for (int i = 0; i < VPT; ++i) {
       const int r = (i * QUANT_THREADS + tid) / CPR;
-      const int row = row0 + r;
-      u32x4 raw = {0u, 0u, 0u, 0u};
-      if (row < a.n_tokens) raw = *reinterpret_cast<const u32x4 *>(v + row * a.v_sn + c * 8);
-      const u32 w[4] = {raw.x, raw.y, raw.z, raw.w};
+      const u32 w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
       float f[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {

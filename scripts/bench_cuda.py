@@ -95,6 +95,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=".", help="folder for bench.json")
     parser.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
+    parser.add_argument("--quant-only", action="store_true", help="only the copy ceiling and the quantizers")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing measured", file=sys.stderr)
@@ -113,6 +114,9 @@ def main(argv=None) -> int:
         gpu = f"{g:8.3f} {r['gpu_tb_s']:6.2f} {r['gpu_tb_s'] / copy:8.0%}" if g else f"{'-':>8} {'-':>6} {'-':>8}"
         print(f"{r['shape']:<16} {r['what']:<34} {r['ms']:8.3f} {r['tb_s']:6.2f} {gpu}")
 
+    if args.quant_only:
+        (out / "bench_quant.json").write_text(json.dumps({"copy_tb_s": copy, "rows": quant}, indent=1))
+        return 0
     shapes = "2:32:16384:128,32:32:1024:128,2:32:16384:64" if not args.quick else "2:32:16384:128,32:32:1024:128"
     plan = bench.SweepPlan(backends=["cuda", "cuda-per-warp-fp16", "sdpa-flash", "sdpa-cudnn"], shapes=bench.parse_shapes(shapes),
                            causal=[False, True], timing=bench.TimingConfig(reps=20 if not args.quick else 10,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the CUDA kernels: environment, parity tests, sanitizer, benchmark.
 # Usage on a GPU host, from the repository root:
-#     bash scripts/gpu_session.sh [env] [debug] [parity] [sanitize] [bench] [quick]   (default: env parity sanitize bench)
+#     bash scripts/gpu_session.sh [env] [debug] [parity] [sanitize] [quant] [bench] [quick]   (default: env parity sanitize bench)
 # Full logs go under $OUT (default /tmp/sagelib-gpu); a short summary prints last.
 set -u
 OUT=${OUT:-/tmp/sagelib-gpu}
@@ -41,6 +41,10 @@ fi
 if has sanitize; then
     run sanitize 300 bash scripts/sanitize.sh python3
     grep -E "ERROR SUMMARY|exit code" "$OUT/sanitize.log" | sed 's/^/  /' | tee -a "$summary"
+fi
+if has quant; then
+    run quant 120 python3 scripts/bench_cuda.py --out "$OUT" --quant-only
+    tail -8 "$OUT/quant.log" | tee -a "$summary"
 fi
 if has bench; then
     quick=""; has quick && quick="--quick"

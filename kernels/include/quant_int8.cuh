@@ -61,15 +61,22 @@ SAGE_DEVICE void quantize_chunk_int8(const u16 *__restrict__ x, i64 x_stride, i8
   if (tid < n_local_groups) sm.amax[tid] = 0u;
   __syncthreads();
 
+  // All loads first: the shared-memory atomics below would otherwise keep the
+  // compiler from issuing load i+1 before atomic i (one DRAM round trip per chunk).
+  u32x4 raw[VPT];
+#pragma unroll
+  for (int i = 0; i < VPT; ++i) {
+    const int row = row0 + (i * QUANT_THREADS + tid) / CPR;
+    raw[i] = u32x4{0u, 0u, 0u, 0u};
+    if (row < n_tokens) raw[i] = *reinterpret_cast<const u32x4 *>(x + row * x_stride + (tid % CPR) * 8);
+  }
   float v[VPT][8];
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int lin = i * QUANT_THREADS + tid;
     const int r = lin / CPR, c = lin % CPR;
     const int row = row0 + r;
-    u32x4 raw = {0u, 0u, 0u, 0u};
-    if (row < n_tokens) raw = *reinterpret_cast<const u32x4 *>(x + row * x_stride + c * 8);
-    const u32 w[4] = {raw.x, raw.y, raw.z, raw.w};
+    const u32 w[4] = {raw[i].x, raw[i].y, raw[i].z, raw[i].w};
     float amax = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
