@@ -13,15 +13,8 @@ import pytest
 import torch
 
 from sagelib import contract
-from sagelib.cuda import ops
-
-#: Relative L1 between kernel and contract outputs (same configuration). The two differ
-#: by ex2.approx vs exact exp2, fp32 summation order and the rare P element that then
-#: rounds to the neighbouring e4m3 value.
-ATTN_REL_L1 = 2e-3
-#: The kernel's relative-L1 error against float64 may exceed the contract's by this factor.
-ERROR_SLACK = 1.05
-LSE_ABS = 2e-3
+from sagelib.cuda import ops, parity
+from sagelib.cuda.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 
 gpu = pytest.mark.gpu
 
@@ -163,6 +156,40 @@ def test_backend_runs_and_kernel_only_matches():
     out = backend.attention(q, k, v, causal=True)
     again = backend.kernel_only(q, k, v, causal=True)()
     assert torch.equal(out, again)
+
+
+@gpu
+def test_parity_sweep_rows_pass_on_the_gpu():
+    rows = [parity.run_case(c, "cuda") for c in parity.default_sweep(n_values=(17, 300), head_dims=(64, 128))]
+    assert all(r["kernel"] == "run" for r in rows)
+    assert all(r["passed"] for r in rows), [r["label"] for r in rows if not r["passed"]]
+    maps = parity.error_report(parity.ParityCase(300, 300, 128), "cuda")
+    assert maps["kernel_runs"] and maps["kernel_vs_contract"].shape == (4, 3)
+    assert float(maps["kernel_vs_contract"].max()) <= ATTN_REL_L1 * 5  # per block, not the whole output
+
+
+# ---------------------------------------------------------------- no GPU needed
+
+
+def test_sweep_covers_every_factor_and_says_why_the_kernel_did_not_run():
+    cases = parity.default_sweep()
+    for field, values in (("dtype", {"fp16", "bf16"}), ("layout", {"HND", "NHD"}), ("causal", {True, False}),
+                          ("alignment", {"bottom_right", "top_left"}), ("granularity", {"per_thread", "per_warp"}),
+                          ("pv_accum", {"fp32+fp32", "fp32+fp16"}), ("head_dim", {64, 128})):
+        assert {getattr(c, field) for c in cases} == values, field
+    assert {1, 17, 1000, 4099} <= {c.n_q for c in cases}
+    assert any(c.n_q < c.n_kv for c in cases) and any(c.n_q > c.n_kv for c in cases)
+    row = parity.run_case(parity.ParityCase(5, 9, 64, causal=True), device="cpu", seed=3)
+    assert row["kernel"] == "not run" and "no GPU" in row["reason"] and row["passed"] is None
+    assert 0 < row["contract_err"] < 0.2
+    grid, labels, checks = parity.pass_grid([row])
+    assert bool(grid.isnan().all()) and labels == [row["label"]] and len(checks) == grid.shape[1]
+
+
+def test_error_maps_have_block_shapes():
+    q, k, _ = parity.make_inputs(parity.ParityCase(200, 130, 64), "cpu", seed=0)
+    scores = parity.score_error_blocks(q, k, block_q=128, block_k=64)
+    assert scores.shape == (2, 3) and bool((scores > 0).all()) and bool((scores < 0.1).all())
 
 
 # ---------------------------------------------------------------- input validation (no GPU needed)

@@ -1,0 +1,116 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Parity: our CUDA kernels against the contract
+#
+# The `cuda` backend runs three kernels from `kernels/`: Q to INT8 (`quant_qk.cu`),
+# K smoothing + INT8 K + V to e4m3 in one persistent launch (`quant_kv.cu`), and the
+# portable mma.sync attention kernel (`attn_mma.cu`, the contract's `sm89` geometry).
+# Each has a contract twin. This report checks them stage by stage on fresh random
+# inputs:
+#
+# * quantized tensors (int8 values, e4m3 bytes, scales, the k mean) **bit-exact**;
+# * the output within a stated relative L1 of the contract's output for the same
+#   configuration, and its error against float64 no larger than the contract's: the
+#   kernel adds nothing the contract does not;
+# * the lse (with the smoothing correction in fp32) close to the contract's, with the
+#   rows that see no key at -inf in both.
+#
+# On a machine without a GPU the kernel columns are empty (and say so); the
+# contract's own error against float64 and its error maps are still shown.
+
+# %% tags=["parameters"]
+output_dir = "outputs/interactive/02_parity"
+device = "cpu"
+n_values = [1, 17, 1000, 4099]
+head_dims = [64, 128]
+map_tokens = 2048
+map_head_dim = 128
+
+# %%
+from IPython.display import Markdown, display
+
+from sagelib import plots
+from sagelib.cuda import parity
+from sagelib.results import Results
+
+results = Results("02_parity", output_dir)
+reason = parity.kernel_unavailable_reason(device)
+display(Markdown(f"**Kernels:** {'run on ' + device if reason is None else 'not run: ' + reason}"))
+results.add("kernel_status", reason or f"run on {device}")
+results.add("tolerances", {"attn_rel_l1": parity.ATTN_REL_L1, "error_slack": parity.ERROR_SLACK,
+                           "lse_abs": parity.LSE_ABS})
+
+# %% [markdown]
+# ## The sweep
+# Every N in the parameters, square and against a longer and a shorter partner; head_dim,
+# dtype, layout, GQA ratio, causal alignment, granularity and accumulation mode vary
+# across the cases so that each value of each factor appears. Seeds are fresh each run
+# and recorded.
+
+# %%
+rows = [parity.run_case(case, device) for case in parity.default_sweep(n_values, head_dims)]
+results.add("sweep", rows)
+ran = [r for r in rows if r["kernel"] == "run"]
+if ran:
+    results.headline("parity cases passed", f"{sum(r['passed'] for r in ran)}/{len(ran)}")
+    results.headline("largest kernel-vs-contract rel L1", max(r["to_contract"] for r in ran),
+                     note=f"tolerance {parity.ATTN_REL_L1}")
+else:
+    results.headline("parity cases passed", "not run", note=reason)
+plots.table(rows, ["label", "seed", "kernel", "passed", "qk_bit_exact", "v_bit_exact", "to_contract",
+                   "kernel_err", "contract_err", "lse_err"])
+
+# %% [markdown]
+# ## Pass / fail grid
+# One row per case, one column per check (1 pass, 0 fail, blank not run).
+
+# %%
+grid, case_labels, checks = parity.pass_grid(rows)
+fig = plots.heatmap(grid, xlabel="check", ylabel="case", title="parity checks (1 = pass)", cmap="RdYlGn",
+                    colorbar_label="pass")
+fig.axes[0].set_xticks(range(len(checks)), checks, rotation=20, ha="right", fontsize=8)
+fig.axes[0].set_yticks(range(len(case_labels)), case_labels, fontsize=7)
+results.figure(fig, "pass_grid")
+
+# %% [markdown]
+# ## Error against float64: kernel beside contract
+# Relative L1 against exact softmax attention. Equal bars mean the kernel adds no error
+# of its own beyond the contract's quantization and accumulation.
+
+# %%
+fig = plots.grouped_bars(
+    [r["label"] for r in rows],
+    {"contract": [r["contract_err"] for r in rows],
+     **({"kernel": [r.get("kernel_err", float("nan")) for r in rows]} if ran else {})},
+    ylabel="relative L1 vs float64", title="error against float64", value_format="%.3f")
+results.figure(fig, "error_vs_float64")
+
+# %% [markdown]
+# ## Where the error lives
+# Left: the INT8 score error (dequantized q_int8 . k_int8 against the exact smoothed
+# product) over query block x key block, the contract's 128 x 64 tiles. Right: the output
+# error per head and query block.
+
+# %%
+maps = parity.error_report(parity.ParityCase(map_tokens, map_tokens, map_head_dim), device)
+results.add("score_error_blocks", maps["scores"])
+fig = plots.heatmap(maps["scores"], xlabel="key block (64)", ylabel="query block (128)",
+                    title="INT8 score error, relative", colorbar_label="relative L1")
+results.figure(fig, "score_error_blocks")
+for name in ("contract_vs_float64", "kernel_vs_float64", "kernel_vs_contract"):
+    if name in maps:
+        results.add(name, maps[name])
+        fig = plots.heatmap(maps[name], xlabel="query block (128)", ylabel="head", title=name.replace("_", " "),
+                            colorbar_label="relative L1")
+        results.figure(fig, name)
