@@ -72,7 +72,7 @@ def test_triton_flavour_rounds_half_away_from_zero():
     # use amax such that amax/127 + 1e-7 == 0.5 in float32, then x = 1.25 -> x/scale = 2.5 -> 3 (away from zero)
     scale = np.float32(0.5)
     amax = np.float32((scale - np.float32(1e-7)) * np.float32(127))
-    assert np.float32(amax / np.float32(127)) + np.float32(1e-7) == scale  # the setup is an exact tie
+    assert np.float32(amax * np.float32(1 / 127)) + np.float32(1e-7) == scale  # the setup is an exact tie
     q, s = _one_group([float(amax), 1.25, -1.25, 0.75, -0.75, 0.25, -0.25, 0.0], "triton")
     assert s == pytest.approx(0.5, rel=0, abs=0)
     assert q[1:] == [3, -3, 2, -2, 1, -1, 0]  # half away from zero (x/scale = 2.5, 1.5, 0.5)
@@ -103,11 +103,12 @@ def _numpy_quantize(x32, groups, n_groups, flavour):
             for g in range(n_groups):
                 rows = [r for r in range(n) if groups[r] == g]
                 amax = f(max([abs(f(v)) for r in rows for v in x32[bi, hi, r]], default=f(0)))
+                # a division by the constant 127 is a multiply by its float32 reciprocal (GPU arithmetic)
                 if flavour == "triton":
-                    scale = f(f(amax / f(127)) + f(1e-7))
+                    scale = f(f(amax * f(1 / 127)) + f(1e-7))
                 else:
                     amax = max(amax, f(1e-7))
-                    scale, recip = f(amax / f(127)), f(f(127) / amax)
+                    scale, recip = f(amax * f(1 / 127)), f(f(127) / amax)
                 scales[bi, hi, g] = scale
                 for r in rows:
                     for c in range(d):

@@ -80,20 +80,29 @@ def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour
 
     triton: scale = amax/127 + 1e-7; q = trunc(x/scale + 0.5*sign(x/scale)) (half away from zero).
     cuda:   amax = max(1e-7, amax); scale = amax/127; q = rne(x * (127/amax)), saturated.
+
+    "amax/127" is amax times the float32 reciprocal of 127, as GPU code computes a
+    division by a constant (torch on CUDA, Triton, fast-math CUDA), so the contract
+    gives the same bits on every device.
     """
     amax = group_amax(x, group, n_groups)
     if flavour == "triton":
-        scale = amax / P.INT8_MAX + P.TRITON_SCALE_EPS
+        scale = amax * reciprocal_f32(P.INT8_MAX) + P.TRITON_SCALE_EPS
         ratio = x / _per_token(scale, group)
         half = torch.where(ratio >= 0, 0.5, -0.5).to(ratio.dtype)
         values = torch.trunc(ratio + half)
     elif flavour == "cuda":
         amax = torch.clamp(amax, min=P.CUDA_AMAX_INIT)
-        scale = amax / P.INT8_MAX
+        scale = amax * reciprocal_f32(P.INT8_MAX)
         values = torch.round(x * _per_token(P.INT8_MAX / amax, group))
     else:
         raise ValueError(f"flavour: expected one of {list(P.FLAVOURS)}, got {flavour!r}")
     return values.clamp(-128, 127).to(torch.int8), scale
+
+
+def reciprocal_f32(constant: float) -> torch.Tensor:
+    """1/constant rounded to float32: dividing by a constant is multiplying by this."""
+    return torch.tensor(1.0 / constant, dtype=torch.float32)
 
 
 def _per_token(per_group: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
