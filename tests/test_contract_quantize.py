@@ -5,6 +5,8 @@ hand or by a scalar numpy float32 emulation written here, independently of the
 vectorised torch code under test.
 """
 
+import zlib
+
 import numpy as np
 import pytest
 import torch
@@ -125,8 +127,9 @@ def _numpy_quantize(x32, groups, n_groups, flavour):
 @pytest.mark.parametrize("preset", ["sm90", "sm89"])
 @pytest.mark.parametrize("gran", ["per_thread", "per_warp"])
 @pytest.mark.parametrize("flavour", ["triton", "cuda"])
-def test_quantizer_matches_scalar_emulation_bit_for_bit(preset, gran, flavour):
-    torch.manual_seed(hash((preset, gran, flavour)) % 2**31)
+@pytest.mark.parametrize("draw", range(4))
+def test_quantizer_matches_scalar_emulation_bit_for_bit(preset, gran, flavour, draw):
+    torch.manual_seed(zlib.crc32(f"{preset}{gran}{flavour}{draw}".encode()))
     n = 37  # ragged: partial warp tiles and empty tail groups
     x = (torch.randn(1, 2, n, 16) * 3).half().float()
     idx = contract.k_group_index(n, preset, gran) if gran == "per_thread" else contract.q_group_index(n, preset, gran)

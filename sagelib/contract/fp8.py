@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from sagelib.contract import presets as P
-from sagelib.contract.quantize import reciprocal_f32
+from sagelib.contract.quantize import constant_over, reciprocal_f32
 from sagelib.contract.validate import check_layout, check_tensor, to_hnd
 
 _E4M3_MIN_NORMAL_EXP = -6  # smallest normal is 2**-6
@@ -78,7 +78,7 @@ def v_channel_scales(v32: torch.Tensor, pv_accum: str):
     """Per-channel amax over tokens -> (v_scale, multiplier) for ``v32`` float32 [B, H, N, D]."""
     scale_max = P.V_SCALE_MAX[pv_accum]
     amax = v32.abs().amax(dim=2).clamp(min=P.V_AMAX_FLOOR)  # [B, H, D]
-    return amax * reciprocal_f32(scale_max), scale_max / amax
+    return amax * reciprocal_f32(scale_max), constant_over(scale_max, amax)
 
 
 def quantize_v_hnd(v: torch.Tensor, preset: str, pv_accum: str, smooth_v: bool) -> QuantizedV:

@@ -82,8 +82,8 @@ def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour
     cuda:   amax = max(1e-7, amax); scale = amax/127; q = rne(x * (127/amax)), saturated.
 
     "amax/127" is amax times the float32 reciprocal of 127, as GPU code computes a
-    division by a constant (torch on CUDA, Triton, fast-math CUDA), so the contract
-    gives the same bits on every device.
+    division by a constant (torch on CUDA, Triton, fast-math CUDA); "127/amax" is
+    correctly rounded. Written so, the contract gives the same bits on every device.
     """
     amax = group_amax(x, group, n_groups)
     if flavour == "triton":
@@ -94,7 +94,7 @@ def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour
     elif flavour == "cuda":
         amax = torch.clamp(amax, min=P.CUDA_AMAX_INIT)
         scale = amax * reciprocal_f32(P.INT8_MAX)
-        values = torch.round(x * _per_token(P.INT8_MAX / amax, group))
+        values = torch.round(x * _per_token(constant_over(P.INT8_MAX, amax), group))
     else:
         raise ValueError(f"flavour: expected one of {list(P.FLAVOURS)}, got {flavour!r}")
     return values.clamp(-128, 127).to(torch.int8), scale
@@ -103,6 +103,14 @@ def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour
 def reciprocal_f32(constant: float) -> torch.Tensor:
     """1/constant rounded to float32: dividing by a constant is multiplying by this."""
     return torch.tensor(1.0 / constant, dtype=torch.float32)
+
+
+def constant_over(constant: float, x: torch.Tensor) -> torch.Tensor:
+    """constant / x, correctly rounded on every device.
+
+    (``constant / tensor`` in torch is ``tensor.reciprocal() * constant``, rounded twice.)
+    """
+    return torch.full_like(x, constant) / x
 
 
 def _per_token(per_group: torch.Tensor, group: torch.Tensor) -> torch.Tensor:
