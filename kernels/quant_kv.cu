@@ -1,7 +1,7 @@
 // quant_kv.cu: K smoothing + INT8 K, and V to e4m3 (transposed, padded, permuted),
 // in one persistent launch that reads each input from DRAM about once.
 //
-// Contract stages: 1 (k mean over tokens, correctly rounded to the input dtype;
+// Contract stages: 1 (k mean over tokens as torch rounds it: fp64 -> fp32 -> input dtype;
 // k - km in the flavour's arithmetic), 2 (INT8 K, per_thread / per_warp groups)
 // and 5 for V (per-channel amax over all tokens, e4m3 = rne(v * (scale_max / amax)),
 // layout [B, H, D, N_pad], tokens permuted in 16s for the sm89 preset).
@@ -149,7 +149,9 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
     const i64 at = (i64)bh * D + tid;
     if (a.do_k) {
       // torch's mean: sum * fl(1 / N) in fp64, then one rounding to the input dtype.
-      const u16 km = double_to_bits<BF16>(__dmul_rn(__ldcg(a.k_sum + at), a.inv_n));
+      // torch: the fp64 mean goes to fp16/bf16 through fp32 (c10::Half / BFloat16 take a float),
+      // so it is rounded twice: fp64 -> fp32 -> input dtype.
+      const u16 km = float_to_bits<BF16>(__double2float_rn(__dmul_rn(__ldcg(a.k_sum + at), a.inv_n)));
       sm.km[tid] = bits_to_float<BF16>(km);
       if (row0 == 0) a.km[at] = km;
     }
