@@ -2,7 +2,8 @@
 
 ``build`` turns ``kernels/*.cu`` into cubins for an architecture preset and
 caches them by a hash of the source, every header in ``kernels/include`` and
-the options. ``launch`` runs them on torch tensors through DLPack, on torch's
-current stream. ``check`` compiles every kernel for every target with ``nvcc``
+the options. ``launch`` runs them on torch tensors without copies (device
+pointers; DLPack views through ``as_cupy``), on torch's current stream.
+``ops`` gives them the contract's signatures; ``parity`` checks them against it. ``check`` compiles every kernel for every target with ``nvcc``
 and reads ptxas' resource report (``sagelib kernels check``).
 """
