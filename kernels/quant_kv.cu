@@ -156,10 +156,10 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
       if (row0 == 0) a.km[at] = km;
     }
     if (a.do_v) {
-      // As torch computes them on CUDA: amax / scale_max -> amax * fl(1 / scale_max),
-      // scale_max / amax -> fl(1 / amax) * scale_max.
+      // The contract (v_channel_scales): v_scale = amax * fl32(1 / scale_max),
+      // multiplier = scale_max / amax correctly rounded.
       const float amax = fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f);
-      sm.vmult[tid] = __fmul_rn(__fdiv_rn(1.0f, amax), a.v_scale_max);
+      sm.vmult[tid] = __fdiv_rn(a.v_scale_max, amax);
       if (row0 == 0) a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
     }
   }

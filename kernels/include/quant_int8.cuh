@@ -95,16 +95,15 @@ SAGE_DEVICE void quantize_chunk_int8(const u16 *__restrict__ x, i64 x_stride, i8
   __syncthreads();
 
   if (tid < n_local_groups) {
-    // The contract's torch arithmetic on CUDA: `amax / 127` runs as amax * fl(1/127)
-    // (division by a scalar becomes a multiply by its reciprocal) and `127 / amax`
-    // as fl(1/amax) * 127 (Tensor.__rtruediv__ is reciprocal() * other).
+    // The contract (quantize_groups): "amax / 127" is amax times fl32(1/127), as GPU
+    // code divides by a constant; "127 / amax" is correctly rounded.
     const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127)
     float amax = __uint_as_float(sm.amax[tid]);
     float scale, mult = 0.0f;
     if (CUDA_FLAVOUR) {
       amax = fmaxf(amax, 1e-7f);
       scale = __fmul_rn(amax, inv127);
-      mult = __fmul_rn(__fdiv_rn(1.0f, amax), 127.0f);
+      mult = __fdiv_rn(127.0f, amax);
     } else {
       scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
     }
