@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels" / "microbench"
 CHAINS = 8  # independent chains per thread in microbench.cu
 
 
@@ -107,9 +105,7 @@ def _measure(micro: Micro, sms: int, arch: str, repeats: int) -> float:
 
     from sagelib.cuda import build
 
-    module = build.load_module(KERNEL_DIR / micro.source, arch=arch + micro.arch_suffix,
-                               include_dirs=[KERNEL_DIR])
-    kernel = module.get_function(micro.kernel)
+    kernel = build.load_function(micro.source, micro.kernel, arch=arch + micro.arch_suffix)
     cycles = cupy.zeros(sms, dtype=cupy.uint64)
     sink = cupy.zeros(sms * micro.threads, dtype=cupy.float32)
     per_cta = micro.threads * micro.iters * micro.work_per_thread_iter

@@ -13,8 +13,9 @@ import torch
 def k_mean(k_hnd: torch.Tensor) -> torch.Tensor:
     """km: mean of k over tokens per (batch, kv head, channel), keepdim, in k's dtype.
 
-    Computed in float64 and rounded once, i.e. the correctly rounded mean; a GPU's
-    fp32 reduction agrees with it except when its own rounding crosses a tie.
+    Computed in float64, then converted to k's dtype the way torch converts
+    float64 to fp16/bf16 (through float32: two roundings). The kernels reproduce
+    exactly this; a plain fp32 reduction can differ where a rounding crosses a tie.
     """
     return k_hnd.double().mean(dim=2, keepdim=True).to(k_hnd.dtype)
 

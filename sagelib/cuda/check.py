@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
-from sagelib.cuda.instances import INSTANCES
+from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS
 
 BASELINE_PATH = KERNELS_DIR / "check_baseline.json"
 
@@ -168,7 +168,7 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
     with tempfile.TemporaryDirectory(prefix="sagelib-check-") as tmp:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             targets = list(pool.map(lambda fa: compile_target(fa[0], fa[1], nvcc, Path(tmp)),
-                                    [(f, a) for f in files for a in archs]))
+                                    [(f, a) for f in files for a in archs if a in ONLY_ARCHS.get(f, archs)]))
     failures = []
     for t in targets:
         if not t.ok:

@@ -29,4 +29,11 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "quant_kv.cu": tuple(quant_kv(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
+    # Phase 1 unit microbenchmarks (sagelib.microbench); extern "C", so the names are plain
+    "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
+                      "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3"),
+    "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
 }
+
+#: Kernel files that only exist for some architectures (wgmma needs sm_90a); others build for every preset.
+ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",)}

@@ -4,12 +4,12 @@
 // Geometry: one CTA per SM, every thread runs independent chains; thread 0 of each CTA
 // records the SM clocks the CTA took, so each kernel reports ops per clock per SM,
 // independent of the clock frequency the card runs at.
-// Targets: sm_89, sm_90, sm_120a, sm_121a (wgmma lives in microbench_wgmma.cu, sm_90a only).
+// Targets: sm_89, sm_90, sm_90a, sm_120a, sm_121a (wgmma lives in microbench_wgmma.cu, sm_90a only).
 //
 // Every kernel takes (int iters, unsigned long long* cycles, float* sink) and writes
 // cycles[blockIdx.x] and one value per thread into sink so nothing is optimised away.
 
-#include "microbench_common.cuh"
+#include "microbench_clock.cuh"
 
 #define CHAINS 8
 

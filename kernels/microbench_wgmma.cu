@@ -7,7 +7,7 @@
 // data do not matter for throughput, only that every address is inside the CTA's buffer.
 // Targets: sm_90a only.
 
-#include "microbench_common.cuh"
+#include "microbench_clock.cuh"
 
 #define WGMMA_BURST 8
 
