@@ -127,9 +127,10 @@ def _git_state(root: Path) -> tuple[str | None, bool | None, dict[str, str]]:
     commit, reason = _run(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None and os.environ.get(SOURCE_COMMIT_VARIABLE):
         # a copied tree without .git (a GPU host): the commit is what the copier declared, and says so
-        commit = os.environ[SOURCE_COMMIT_VARIABLE]
         missing["git_commit"] = f"no git checkout here; commit declared by {SOURCE_COMMIT_VARIABLE}"
-    elif commit is None:
+        missing["git_dirty"] = "unknown: the tree was copied, so git cannot compare it with the declared commit"
+        return os.environ[SOURCE_COMMIT_VARIABLE], None, missing
+    if commit is None:
         missing["git_commit"] = f"not a git checkout with commits ({reason}); set {SOURCE_COMMIT_VARIABLE} " \
                                 "when running a copied tree"
     status, reason = _run(["git", "status", "--porcelain"], cwd=root)

@@ -204,5 +204,6 @@ def test_committed_inventory_is_intact_and_lists_the_research_blockers():
 def test_copied_tree_without_git_records_the_declared_commit(tmp_path, monkeypatch):
     monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, "abc123")
     env = provenance.environment(repo_root=tmp_path)  # tmp_path is no git checkout
-    assert env["git_commit"] == "abc123"
+    assert env["git_commit"] == "abc123" and env["git_dirty"] is None
     assert "declared by SAGELIB_SOURCE_COMMIT" in env["missing"]["git_commit"]
+    assert "copied" in env["missing"]["git_dirty"]
