@@ -39,7 +39,7 @@ measure = True
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import microbench, ownership, plots
+from sagelib import bench_records, microbench, ownership, plots
 from sagelib.results import Results
 
 results = Results("01_ownership", output_dir)
@@ -120,8 +120,12 @@ plots.table(stated)
 
 # %%
 rates = microbench.run() if measure else []
-if rates and rates[0].value is None:
-    display(Markdown(f"**Nothing measured here:** {rates[0].reason}. The bounds above use stated rates."))
+if not any(r.value for r in rates):
+    reason = rates[0].reason if rates else "measure=False"
+    rates, recording, recording_path = microbench.latest_recording()
+    display(Markdown(bench_records.recorded_banner(recording, recording_path, reason)))
+    results.add("microbenchmarks recorded", {"file": str(recording_path), "created_utc": (recording or {}).get("created_utc")})
+rates = rates or []
 results.add("microbenchmarks", rates)
 if rates:
     display(plots.table([{"unit": r.key, "what": r.what, "rate": r.value, "per": r.unit,
@@ -131,10 +135,23 @@ for r in rates:
     if r.value:
         results.headline(f"{r.key} ({r.unit})", r.value)
 
+# %% [markdown]
+# The pair rate of exp2 and cvt interleaved says whether the conversion competes with
+# exp2 for the special-function unit (half the exp2 rate if it does, about the same
+# if not). With these rates the bounds become:
+
 # %%
 if measured_hw is not ownership.H200:
+    display(Markdown(f"cvt.rn.f32.s32 shares the exp2 unit: **{measured_hw.convert_shares_exp2_unit}**"))
     measured = bound_rows(measured_hw, "measured")
     results.add("bounds (measured rates, projections)", measured)
+    for d in head_dims:
+        sel = [r for r in measured if r["head_dim"] == d and r["conversion"] == "cvt on special unit"]
+        fig = plots.grouped_bars([r["structure"] for r in sel],
+                                 {"floor (projection)": [r["floor TOPS (projection)"] for r in sel],
+                                  "serial (projection)": [r["serial TOPS (projection)"] for r in sel]},
+                                 ylabel="TOPS", title=f"Bounds from measured rates, D={d}, N={n_tokens}")
+        results.figure(fig, f"bounds_measured_d{d}")
     display(plots.table(measured))
 
 # %% [markdown]
@@ -154,11 +171,16 @@ plots.table(review)
 # ## Reading
 # * The portable 4-warp kernel cannot hold two-level accumulation, Q fragments and a
 #   64-key S tile in 255 registers at D=128: the spills the research log fought are
-#   structural.
-# * One wgmma warpgroup fits, but waits on itself: its serial bound is where
-#   SageAttention2's sm90 kernel sits.
+#   structural (ncu on our mma.sync kernel in notebook 04 shows the local-memory traffic).
+# * One wgmma warpgroup fits, but waits on itself: it can only approach its serial bound,
+#   which is where SageAttention2's sm90 kernel sits.
 # * Producer + two consumer warpgroups in ping-pong fits at D=128 with 240 registers and
-#   can approach the floor; adding a second S buffer for intra-warpgroup overlap does
-#   **not** fit beside the fp32 inner accumulator at D=128 (it does at D=64).
-# * With cvt.rn.f32.s32 on the special unit the floor halves; the float-bias conversion
-#   is worth measuring first (see the microbenchmarks).
+#   can approach the floor; a second S buffer for intra-warpgroup overlap does **not**
+#   fit beside the fp32 inner accumulator at D=128 (it does at D=64).
+# * On the H200 (recorded 2026-11-29) cvt.rn.f32.s32 ran at about 39 per clock per SM
+#   and did not slow exp2 when interleaved, so the conversion does not compete with exp2;
+#   mma.sync 8-bit reached about two thirds of wgmma's rate, which caps the portable
+#   path on Hopper.
+# * At D=128 the tensor cores and exp2 need the same time (8192 ops and 16 exp2 per clock
+#   per SM, 4*128 ops per score): only a structure that overlaps them by construction can
+#   pass the serial bound. At D=64 exp2 alone bounds every structure near 1070 TOPS.

@@ -117,10 +117,36 @@ def _measure(micro: Micro, sms: int, arch: str, repeats: int) -> float:
     return statistics.median(samples[1:])
 
 
+#: exp2 and cvt interleaved at more than this fraction of exp2 alone means they do not share a unit
+SEPARATE_UNITS_FRACTION = 0.75
+
+
 def measured_hardware(rates: list[Rate], base=None):
-    """``base`` (default H200) with every measured rate that maps to a Hardware field."""
+    """``base`` (default H200) with every measured figure that maps to a Hardware field.
+
+    The pair rate of ``ex2_and_cvt`` against ``ex2`` decides whether the conversion
+    competes with exp2: half the rate if they share a unit, about the same if not.
+    """
     from sagelib import ownership
 
     base = base or ownership.H200
     measured = {r.hardware_field: r.value for r in rates if r.hardware_field and r.value}
+    by_key = {r.key: r.value for r in rates if r.value}
+    if by_key.get("ex2") and by_key.get("ex2_and_cvt"):
+        measured["convert_shares_exp2_unit"] = by_key["ex2_and_cvt"] < SEPARATE_UNITS_FRACTION * by_key["ex2"]
     return base.with_measured(**measured) if measured else base
+
+
+SCHEMA = "sagelib.microbench/1"
+
+
+def latest_recording():
+    """(rates, document, path) of the newest recorded run in data/results/, or (None, None, None)."""
+    from sagelib import bench_records
+
+    document, path = bench_records.latest(schema=SCHEMA, stem="microbench")
+    if document is None:
+        return None, None, None
+    fields = set(Rate.__dataclass_fields__)
+    rates = [Rate(**{k: v for k, v in r.items() if k in fields}) for r in document["rates"]]
+    return rates, document, path

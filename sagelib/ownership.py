@@ -43,6 +43,8 @@ class Hardware:
     #: cvt.rn.f32.s32 results per clock per SM (CUDA programming guide, cc 9.0: 16, "other conversions")
     cvt_i2f_per_clk: float = 16.0
     fp32_per_clk: float = 128.0
+    #: whether cvt.rn.f32.s32 competes with exp2 for one unit (the guide lists both at 16; worst case until measured)
+    convert_shares_exp2_unit: bool = True
     memory_bytes_per_s: float = 4.25e12  # device copy, read + write, measured (shared/ANCHORS.md)
     source: dict = field(default_factory=lambda: {
         "wgmma_8bit_ops_per_clk": "datasheet (1979 dense int8 TOPS)",
@@ -50,13 +52,14 @@ class Hardware:
         "mufu_per_clk": "CUDA programming guide, throughput table, cc 9.0",
         "cvt_i2f_per_clk": "CUDA programming guide, throughput table, cc 9.0",
         "memory_bytes_per_s": "measured device copy, shared/ANCHORS.md",
+        "convert_shares_exp2_unit": "assumption (worst case) until measured",
     })
 
     def per_second(self, per_clk: float) -> float:
         return per_clk * self.sms * self.clock_ghz * 1e9
 
-    def with_measured(self, **rates: float) -> "Hardware":
-        """The same card with measured rates (per clock per SM) in place of the stated ones."""
+    def with_measured(self, **rates) -> "Hardware":
+        """The same card with measured figures (rates per clock per SM) in place of the stated ones."""
         source = dict(self.source)
         for key in rates:
             source[key] = "measured (sagelib.microbench)"
@@ -186,11 +189,14 @@ class Bounds:
     convert_s: float
     memory_s: float
     overlap: str
+    convert_shares_exp2_unit: bool = True
 
     @property
     def special_function_s(self) -> float:
-        """exp2 plus the int32 -> float conversion, counted as sharing one unit (the worst case)."""
-        return self.exp2_s + self.convert_s
+        """exp2 and the int32 -> float conversion: added when they share a unit, else the slower of the two."""
+        if self.convert_shares_exp2_unit:
+            return self.exp2_s + self.convert_s
+        return max(self.exp2_s, self.convert_s)
 
     @property
     def floor_s(self) -> float:
@@ -232,7 +238,8 @@ def bounds(arch: Architecture, head_dim: int, batch: int, heads: int, n_q: int, 
     convert = 0.0 if magic_convert else scores / hw.per_second(hw.cvt_i2f_per_clk)
     # fp16 q, k, v read once and the fp16 output written once (quantization fused or not, the floor)
     bytes_moved = 2 * batch * head_dim * (2 * heads * n_q + 2 * heads * n_kv)
-    return Bounds(arch.key, head_dim, ops, tensor, exp2, convert, bytes_moved / hw.memory_bytes_per_s, arch.overlap)
+    return Bounds(arch.key, head_dim, ops, tensor, exp2, convert, bytes_moved / hw.memory_bytes_per_s, arch.overlap,
+                  hw.convert_shares_exp2_unit)
 
 
 

@@ -71,3 +71,26 @@ def test_microbench_without_a_gpu_reports_why_for_every_rate(monkeypatch):
     assert len(rates) == len(microbench.MICROBENCHES)
     assert all(r.value is None and "no CUDA GPU" in r.reason for r in rates)
     assert microbench.measured_hardware(rates) is ownership.H200
+
+
+def _rate(key, value):
+    micro = next(m for m in microbench.MICROBENCHES if m.key == key)
+    return microbench.Rate(key, micro.what, micro.unit, value, micro.hardware_field)
+
+
+def test_interleaved_pair_rate_decides_whether_conversion_shares_the_exp2_unit():
+    shared = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 8.1)])
+    separate = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 15.6), _rate("cvt_s32_f32", 39.0)])
+    assert shared.convert_shares_exp2_unit and not separate.convert_shares_exp2_unit
+    arch = ownership.candidate("fa3_pingpong")
+    b_shared = ownership.bounds(arch, 128, 2, 32, 16384, 16384, hw=shared)
+    b_sep = ownership.bounds(arch, 128, 2, 32, 16384, 16384, hw=separate)
+    assert b_shared.special_function_s == pytest.approx(b_shared.exp2_s + b_shared.convert_s)
+    assert b_sep.special_function_s == pytest.approx(max(b_sep.exp2_s, b_sep.convert_s)) == pytest.approx(b_sep.exp2_s)
+
+
+def test_the_recorded_h200_microbenchmarks_load_as_rates():
+    rates, document, path = microbench.latest_recording()
+    assert path is not None and document["schema"] == microbench.SCHEMA
+    assert {r.key for r in rates} == {m.key for m in microbench.MICROBENCHES}
+    assert all(r.value and r.value > 0 for r in rates)
