@@ -84,32 +84,14 @@ plots.table(fit_rows)
 # **serial** time (tensor work and softmax one after the other). Ping-pong overlaps by
 # construction and can approach the floor; a single group per CTA relies on other CTAs
 # to overlap. Shown with the int32-to-float conversion on the special unit (stated
-# rate: 16 per clock per SM, the same as exp2) and with the float-bias conversion that
-# moves it to the integer pipe.
+# rate: 16 per clock per SM, the same as exp2: `cvt`) and with the float-bias conversion
+# that moves it to the integer pipe (`float-bias`).
 
 # %%
-def bound_rows(hw, label):
-    rows = []
-    for a in architectures:
-        for d in head_dims:
-            for magic in (False, True):
-                b = ownership.bounds(a, d, batch, heads, n_tokens, n_tokens, hw=hw, magic_convert=magic)
-                rows.append({"rates": label, "structure": a.key, "head_dim": d,
-                             "conversion": "float-bias" if magic else "cvt on special unit",
-                             "tensor ms": b.tensor_s * 1e3, "exp2 ms": b.exp2_s * 1e3, "convert ms": b.convert_s * 1e3,
-                             "memory ms": b.memory_s * 1e3, "floor TOPS (projection)": b.floor_tops,
-                             "serial TOPS (projection)": b.serial_tops, "approaches": b.approaches})
-    return rows
-
-
-stated = bound_rows(ownership.H200, "stated")
+stated = ownership.bound_table(ownership.H200, "stated", head_dims, batch, heads, n_tokens)
 results.add("bounds (stated rates, projections)", stated)
 for d in head_dims:
-    sel = [r for r in stated if r["head_dim"] == d and r["conversion"] == "float-bias"]
-    fig = plots.grouped_bars([r["structure"] for r in sel],
-                             {"floor (projection)": [r["floor TOPS (projection)"] for r in sel],
-                              "serial (projection)": [r["serial TOPS (projection)"] for r in sel]},
-                             ylabel="TOPS", title=f"Projected bounds, D={d}, N={n_tokens}, float-bias conversion")
+    fig = plots.bound_bars(stated, d, "float-bias", f"Projected bounds, D={d}, N={n_tokens}, float-bias conversion")
     results.figure(fig, f"bounds_d{d}")
 plots.table(stated)
 
@@ -143,14 +125,10 @@ for r in rates:
 # %%
 if measured_hw is not ownership.H200:
     display(Markdown(f"cvt.rn.f32.s32 shares the exp2 unit: **{measured_hw.convert_shares_exp2_unit}**"))
-    measured = bound_rows(measured_hw, "measured")
+    measured = ownership.bound_table(measured_hw, "measured", head_dims, batch, heads, n_tokens)
     results.add("bounds (measured rates, projections)", measured)
     for d in head_dims:
-        sel = [r for r in measured if r["head_dim"] == d and r["conversion"] == "cvt on special unit"]
-        fig = plots.grouped_bars([r["structure"] for r in sel],
-                                 {"floor (projection)": [r["floor TOPS (projection)"] for r in sel],
-                                  "serial (projection)": [r["serial TOPS (projection)"] for r in sel]},
-                                 ylabel="TOPS", title=f"Bounds from measured rates, D={d}, N={n_tokens}")
+        fig = plots.bound_bars(measured, d, "cvt", f"Bounds from measured rates, D={d}, N={n_tokens}")
         results.figure(fig, f"bounds_measured_d{d}")
     display(plots.table(measured))
 

@@ -333,3 +333,22 @@ def reopening_review(arch: Architecture, prior=None) -> list[dict]:
             "evidence": "; ".join(arch.conditions[c] for c in met),
         })
     return rows
+
+
+FLOOR, SERIAL = "floor TOPS (projection)", "serial TOPS (projection)"
+
+
+def bound_table(hw: Hardware, label: str, head_dims, batch: int, heads: int, n_tokens: int,
+                architectures=CANDIDATES) -> list[dict]:
+    """One row per structure, head dim and conversion: unit times and the two projected TOPS."""
+    rows = []
+    for arch in architectures:
+        for d in head_dims:
+            for magic in (False, True):
+                b = bounds(arch, d, batch, heads, n_tokens, n_tokens, hw=hw, magic_convert=magic)
+                rows.append({"rates": label, "structure": arch.key, "head_dim": d,
+                             "conversion": "float-bias" if magic else "cvt",
+                             "tensor ms": b.tensor_s * 1e3, "exp2 ms": b.exp2_s * 1e3,
+                             "convert ms": b.convert_s * 1e3, "memory ms": b.memory_s * 1e3,
+                             FLOOR: b.floor_tops, SERIAL: b.serial_tops, "approaches": b.approaches})
+    return rows

@@ -120,3 +120,13 @@ def grouped_bars(categories: Sequence[str], groups: Mapping[str, Sequence[float]
     ax.set_title(title)
     ax.legend(fontsize=8)
     return fig
+
+
+def bound_bars(rows: Sequence[Mapping], head_dim: int, conversion: str, title: str, ax=None):
+    """Projected floor and serial TOPS per structure (rows of sagelib.ownership.bound_table)."""
+    from sagelib.ownership import FLOOR, SERIAL
+
+    sel = [r for r in rows if r["head_dim"] == head_dim and r["conversion"] == conversion]
+    return grouped_bars([r["structure"] for r in sel],
+                        {"floor (projection)": [r[FLOOR] for r in sel], "serial (projection)": [r[SERIAL] for r in sel]},
+                        ylabel="TOPS", title=title, ax=ax)

@@ -23,3 +23,16 @@ def pytest_collection_modifyitems(config, items):
     if reason:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture
+def sagelib_cli(capsys):
+    """Run ``sagelib ARGS...`` in this process: returns (exit code, stdout, stderr)."""
+    from sagelib import cli
+
+    def run(*argv):
+        code = cli.main(list(argv))
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    return run

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from sagelib import bench, cli
+from sagelib import bench
 from sagelib.backends import Backend
 from sagelib.bench import Shape, TimingConfig
 
@@ -305,18 +305,6 @@ def test_ceilings_are_measured_or_say_why_not():
 
 
 # --------------------------------------------------------------------------- the command
-
-
-@pytest.fixture
-def sagelib_cli(monkeypatch, capsys):
-    """`sagelib` with the bench command, returning (exit code, stdout, stderr)."""
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("sagelib.commands.bench",))
-
-    def run(*argv):
-        code = cli.main(list(argv))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return run
 
 
 @pytest.mark.parametrize("argv, message", [

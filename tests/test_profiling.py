@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagelib import cli, profiling
+from sagelib import profiling
 
 # ncu --csv --page raw: one wide row per kernel, units in the row under the header.
 RAW_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)
@@ -112,17 +112,6 @@ def test_ptxas_table_says_why_when_the_check_is_missing(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_check)
     table = profiling.ptxas_table()
     assert table["rows"] == [] and "sagelib.cuda.check" in table["reason"]
-
-
-@pytest.fixture
-def sagelib_cli(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("sagelib.commands.profile",))
-
-    def run(*argv):
-        code = cli.main(list(argv))
-        captured = capsys.readouterr()
-        return code, captured.out, captured.err
-    return run
 
 
 @pytest.mark.parametrize("argv, message", [
