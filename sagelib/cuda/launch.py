@@ -38,10 +38,10 @@ class KernelLaunchError(RuntimeError):
 
 def as_cupy(tensor: torch.Tensor):
     """A CuPy array sharing ``tensor``'s memory (floats the CuPy lacks as their bits)."""
-    import cupy
-
     if not tensor.is_cuda:
         raise ValueError(f"tensor: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
+    import cupy
+
     view = tensor.view(_BIT_VIEWS[tensor.dtype]) if tensor.dtype in _BIT_VIEWS else tensor
     return cupy.from_dlpack(view)
 
