@@ -102,11 +102,14 @@ plots.table(stated)
 
 # %%
 rates = microbench.run() if measure else []
+rate_note = "measured now"
 if not any(r.value for r in rates):
     reason = rates[0].reason if rates else "measure=False"
     rates, recording, recording_path = microbench.latest_recording()
     display(Markdown(bench_records.recorded_banner(recording, recording_path, reason)))
-    results.add("microbenchmarks recorded", {"file": str(recording_path), "created_utc": (recording or {}).get("created_utc")})
+    if recording:
+        rate_note = f"recorded {recording['created_utc'][:10]} on {recording['device']['name']}"
+        results.add("microbenchmarks recorded", {"file": str(recording_path), "created_utc": recording["created_utc"]})
 rates = rates or []
 results.add("microbenchmarks", rates)
 if rates:
@@ -115,7 +118,7 @@ if rates:
 measured_hw = microbench.measured_hardware([r for r in rates if r.value])
 for r in rates:
     if r.value:
-        results.headline(f"{r.key} ({r.unit})", r.value)
+        results.headline(f"{r.key} ({r.unit})", r.value, note=rate_note)
 
 # %% [markdown]
 # The pair rate of exp2 and cvt interleaved says whether the conversion competes with
