@@ -105,6 +105,36 @@ def test_quantize_v_is_bit_exact(preset, accum, dtype, layout, n, d):
     assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes (seed={seed})"
 
 
+# (B, H_kv, N, D, dtype, layout, granularity): K and V through ONE quant_kv launch (what
+# attention uses); the N=16384 cases have more items than the launcher's lag, so stats
+# and apply items interleave and apply items re-read K and V after other heads' work.
+FUSED_KV_CASES = [
+    (2, 2, 1000, 128, torch.float16, "HND", "per_thread"),
+    (1, 3, 4099, 64, torch.bfloat16, "NHD", "per_warp"),
+    (2, 8, 16384, 128, torch.float16, "HND", "per_thread"),
+    (1, 8, 16384 + 77, 64, torch.bfloat16, "HND", "per_warp"),
+]
+
+
+@gpu
+@pytest.mark.parametrize("b,h,n,d,dtype,layout,gran", FUSED_KV_CASES)
+def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
+    seed = _seed()
+    q, k, v = _inputs(b, h, h, 64, n, d, dtype, layout, seed)
+    p = ops.prepare(q, k, v, layout=layout, granularity=gran)
+    ref_qk = contract.quantize_qk(q, k, layout=layout, preset=ops.ATTN_PRESET, granularity=gran)
+    ref_v = contract.quantize_v(v, layout=layout, preset=ops.ATTN_PRESET, pv_accum="fp32+fp32")
+    msg = f"seed={seed}"
+    ref_k = ref_qk.k_int8 if layout == "HND" else ref_qk.k_int8.transpose(1, 2)
+    assert torch.equal(p.k_int8[..., :d], ref_k), f"k_int8 differs in {int((p.k_int8[..., :d] != ref_k).sum())} ({msg})"
+    assert torch.equal(p.k_scale, ref_qk.k_scale), f"k_scale differs ({msg})"
+    ref_km = ref_qk.km.reshape(b, h, d) if layout == "HND" else ref_qk.km.transpose(1, 2).reshape(b, h, d)
+    assert torch.equal(p.km[..., :d], ref_km), f"k mean differs ({msg})"
+    assert torch.equal(p.v_scale[..., :d], ref_v.v_scale), f"v_scale differs ({msg})"
+    diff = p.v_fp8[:, :, :d].view(torch.uint8) != ref_v.v_fp8.view(torch.uint8)
+    assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes ({msg})"
+
+
 # (n_q, n_kv, d, dtype, layout, h_q, h_kv, causal, alignment, granularity, pv_accum)
 ATTN_CASES = [
     (1, 1, 128, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread", "fp32+fp32"),

@@ -31,7 +31,7 @@ from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 
 KERNEL_HEAD_DIMS = (64, 128)
-QUANT_ROWS, QUANT_THREADS = 128, 256
+QUANT_ROWS = 128
 ATTN_THREADS, ATTN_CTA_Q = 256, 128  #: 8 warps x 16 query rows (kernels/attn_mma.cu)
 ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = 1, 2, 4
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
@@ -42,15 +42,31 @@ ATTN_PV_ACCUM = ("fp32+fp32", "fp32+fp16")
 
 @dataclass(frozen=True)
 class GroupGeometry:
-    """group(row) = (row // tile) * per_tile + (row % mod) // div (kernels/include/quant_int8.cuh)."""
+    """group(row) = (row // tile) * per_tile + (row % mod) // div (kernels/include/quant_int8.cuh).
+
+    Every field is a power of two; the kernels take them as shifts and a mask.
+    """
 
     tile: int
     per_tile: int
     mod: int
     div: int
 
+    def __post_init__(self):
+        for name in ("tile", "per_tile", "mod", "div"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"{name}: expected a power of two, got {value}")
+
     def args(self):
-        return (I32(self.tile), I32(self.per_tile), I32(self.mod), I32(self.div))
+        shift = int.bit_length
+        return (I32(shift(self.tile) - 1), I32(shift(self.per_tile) - 1), I32(self.mod - 1),
+                I32(shift(self.div) - 1))
+
+
+def quant_threads(width: int) -> int:
+    """Threads per quantizer block: 4 * head_dim (one 16-byte chunk of 4 rows each)."""
+    return 4 * width
 
 
 def q_geometry(preset: str, granularity: str) -> GroupGeometry:
@@ -125,7 +141,7 @@ def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, 
     out, out_hnd = _empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
     scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
     fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"))
-    launch(fn, (-(-n // QUANT_ROWS), h, b), (QUANT_THREADS, 1, 1),
+    launch(fn, (-(-n // QUANT_ROWS), h, b), (quant_threads(d), 1, 1),
            (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
             *geometry.args()), name="quant_int8_kernel")
     return out, scale
@@ -175,15 +191,30 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
-    resident = max(1, max_active_blocks(fn, QUANT_THREADS)) * _sm_count(dev)
+    threads = quant_threads(d)
+    resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
     grid = min(2 * n_items, resident)
-    lag = max(items_per_head, grid + grid // 2)
-    launch(fn, (grid, 1, 1), (QUANT_THREADS, 1, 1),
+    lag = kv_lag(grid, items_per_head)
+    launch(fn, (grid, 1, 1), (threads, 1, 1),
            (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
             F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
             I32(int(g.permute_v)), ints, k_sum, v_amax, I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)),
             I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
+
+
+def kv_lag(grid: int, items_per_head: int) -> int:
+    """Tickets between a stats item and the apply item of the same tokens (kernels/quant_kv.cu).
+
+    Each of the ``grid`` blocks holds at most two tickets (the one it runs and the
+    next, fetched early), so when an apply item starts, the tickets more than about
+    2 * grid before it are done. The last stats item of a head comes
+    2 * (lag - items_per_head) + 1 tickets before the head's first apply item, so
+    lag = grid + items_per_head keeps apply items from waiting while the re-read
+    distance (about lag stats items of input) stays small enough for L2.
+    lag >= items_per_head is what makes the schedule deadlock-free.
+    """
+    return grid + items_per_head
 
 
 @lru_cache(maxsize=None)
