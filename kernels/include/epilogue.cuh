@@ -9,8 +9,8 @@
 #include "convert.cuh"
 #include "online_softmax.cuh"
 
-template <int D, int MT>
-SAGE_DEVICE void store_output(const float (&o)[MT][D / 8][4], const float (&m)[MT][2], const float (&l_part)[MT][2],
+template <int D>
+SAGE_DEVICE void store_output(const float (&o)[2][D / 8][4], const float (&m)[2][2], const float (&l_part)[2][2],
                               const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sn,
                               float *__restrict__ lse, int row0, int n_q, int lane, bool out_bf16, bool causal,
                               int shift) {
@@ -18,7 +18,7 @@ SAGE_DEVICE void store_output(const float (&o)[MT][D / 8][4], const float (&m)[M
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) vs[j] = *reinterpret_cast<const float2 *>(v_scale + 8 * j + 2 * (lane % 4));
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + 16 * t + lane / 4 + 8 * half;

@@ -32,7 +32,7 @@ from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 
 KERNEL_HEAD_DIMS = (64, 128)
 QUANT_ROWS = 128
-ATTN_THREADS, ATTN_CTA_Q = 256, 128  #: 8 warps x 16 query rows (kernels/attn_mma.cu)
+ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
 ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = 1, 2, 4
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
 ATTN_PRESET = "sm89"
