@@ -98,15 +98,16 @@ def _operands(q, k, v, config: ContractConfig, shapes: Shapes, sm_scale: float, 
     exact = config.exact
     log2e = _log2e(exact.float64_state)
     heads = torch.arange(shapes.heads_q, device=q.device) // shapes.group_size
-    km = k_mean(k) if config.smooth_k else None
     ones_q = torch.ones(1, 1, 1, 1, dtype=cdtype, device=q.device)
     if exact.qk_int8:
+        km = k_mean(k) if config.smooth_k else None
         q_op = q.to(cdtype)
         k_op = k.to(cdtype) - km.to(cdtype) if km is not None else k.to(cdtype)
         score_scale = ones_q * (sm_scale * log2e)
         k_cols = torch.ones(1, 1, 1, shapes.n_kv, dtype=cdtype, device=q.device)
     else:
         qk = _quantize_qk_hnd(q, k, config, shapes.head_dim, "HND")
+        km = qk.km  # the mean the quantizer subtracted (HND), reused for the lse correction
         g = config.geometry
         q_op, k_op = qk.q_int8.to(cdtype), qk.k_int8.to(cdtype)
         q_rows = qk.q_scale[:, :, q_group_index(shapes.n_q, g, config.granularity, q.device)].to(cdtype)
