@@ -1,0 +1,136 @@
+// Warpgroup MMA (wgmma, sm_90a): shared-memory descriptors for the 128-byte swizzle,
+// the fence/commit/wait protocol, and the shapes the Hopper attention kernel issues.
+//
+// Operands. Every 8-bit operand here is K-major: each row of the tile holds one row of
+// A (a query) or of B (a key, or a channel of V^T) with the contraction dimension
+// contiguous, 128 bytes per row, written by TMA with the 128-byte swizzle into a
+// 1024-byte aligned tile (tma.cuh). Eight rows make one 1024-byte swizzle atom; the
+// descriptor's stride byte offset is the distance between atoms (1024), its leading
+// byte offset is unused for this layout (set to 1 by convention). One k32 step reads
+// 32 bytes of each row: step s starts 32*s bytes into the tile (wgmma_desc_advance).
+//
+// Accumulator fragment (m64nN, 32-bit): thread t = 32*w + l of the warpgroup holds
+// N/2 values; value i is row 16*w + l/4 + 8*((i/2)%2), column 8*(i/4) + 2*(l%4) + i%2
+// (wgmma_acc_row / wgmma_acc_col). Register A fragment (m64k32, 8-bit): four 32-bit
+// words; byte b of word q is row 16*w + l/4 + 8*(q%2), column 16*(q/2) + 4*(l%4) + b
+// (wgmma_a8_row / wgmma_a8_col). Both are decoded by kernels/hopper_smoke.cu and
+// checked against torch on the GPU (tests/test_hopper_smoke.py).
+//
+// Protocol: wgmma_fence() before the first wgmma that touches registers written
+// since the last one; issue; wgmma_commit(); wgmma_wait<n>() before reading the
+// accumulators (or overwriting register A operands) of all but the n newest groups.
+// `accumulate == false` makes an instruction ignore the accumulator's old value.
+#pragma once
+#include "../common.cuh"
+#include "arch_guard.cuh"
+
+// ---- shared-memory matrix descriptors -------------------------------------------------
+
+#define SAGE_WGMMA_SWIZZLE_128B 1ull  // descriptor bits 62-63
+#define SAGE_WGMMA_SW128_ATOM_BYTES 1024u
+
+// Descriptor of a K-major tile with the 128-byte swizzle starting at `tile` (1024-byte aligned).
+SAGE_DEVICE u64 wgmma_desc_sw128(const void *tile) {
+  const u32 address = static_cast<u32>(__cvta_generic_to_shared(tile));
+  return static_cast<u64>((address & 0x3FFFF) >> 4)                          // bits 0-13: start address / 16
+         | (static_cast<u64>(1) << 16)                                       // bits 16-29: leading offset (unused)
+         | (static_cast<u64>(SAGE_WGMMA_SW128_ATOM_BYTES >> 4) << 32)        // bits 32-45: stride offset / 16
+         | (SAGE_WGMMA_SWIZZLE_128B << 62);                                  // bits 62-63: swizzle mode
+}
+
+// The same descriptor moved `bytes` along each row (a multiple of 16, within the 128-byte row).
+SAGE_DEVICE u64 wgmma_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }
+
+// ---- fragment layouts ----------------------------------------------------------------
+
+SAGE_DEVICE int wgmma_acc_row(int thread, int i) { return 16 * (thread / 32) + (thread % 32) / 4 + 8 * ((i / 2) % 2); }
+SAGE_DEVICE int wgmma_acc_col(int thread, int i) { return 8 * (i / 4) + 2 * (thread % 4) + i % 2; }
+SAGE_DEVICE int wgmma_a8_row(int thread, int word) { return 16 * (thread / 32) + (thread % 32) / 4 + 8 * (word % 2); }
+SAGE_DEVICE int wgmma_a8_col(int thread, int word) { return 16 * (word / 2) + 4 * (thread % 4); }
+
+// ---- protocol ------------------------------------------------------------------------
+
+SAGE_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+SAGE_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int PENDING>
+SAGE_DEVICE void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
+
+// Keeps the compiler from moving accesses of accumulator registers across a wgmma
+// boundary (the hardware reads and writes them asynchronously).
+template <typename T, int N>
+SAGE_DEVICE void wgmma_pin(T (&acc)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(reinterpret_cast<u32 &>(acc[i]))::"memory");
+}
+
+// ---- operand lists -------------------------------------------------------------------
+// Accumulator register i of the calling thread is asm operand %i; the operands after
+// the accumulators follow in the order of each instruction's PTX form.
+
+#define SAGE_PCT10(tens) \
+  "%" #tens "0, %" #tens "1, %" #tens "2, %" #tens "3, %" #tens "4, %" #tens "5, %" #tens "6, %" #tens "7, %" #tens "8, %" #tens "9"
+#define SAGE_ACC32_OPERANDS "{" SAGE_PCT10() ", " SAGE_PCT10(1) ", " SAGE_PCT10(2) ", %30, %31}"
+#define SAGE_ACC64_OPERANDS \
+  "{" SAGE_PCT10() ", " SAGE_PCT10(1) ", " SAGE_PCT10(2) ", " SAGE_PCT10(3) ", " SAGE_PCT10(4) ", " SAGE_PCT10(5) ", %60, %61, %62, %63}"
+
+#define SAGE_IO4(c, a, i) c(a[(i)]), c(a[(i) + 1]), c(a[(i) + 2]), c(a[(i) + 3])
+#define SAGE_IO16(c, a, i) SAGE_IO4(c, a, i), SAGE_IO4(c, a, (i) + 4), SAGE_IO4(c, a, (i) + 8), SAGE_IO4(c, a, (i) + 12)
+#define SAGE_IO32(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16)
+#define SAGE_IO64(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16), SAGE_IO16(c, a, 32), SAGE_IO16(c, a, 48)
+#define SAGE_INOUT_S32(x) "+r"(x)
+#define SAGE_INOUT_F32(x) "+f"(x)
+
+// ---- Q.K^T: int8 x int8 -> int32, both operands from shared memory -------------------
+
+// S[64 x 128] (+)= Q[64 x 32] . K[128 x 32]^T  (one k32 step of the score tile).
+SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8(i32 (&s)[64], u64 desc_q, u64 desc_k, bool accumulate) {
+  asm volatile(
+      "{\n"
+      "  .reg .pred keep;\n"
+      "  setp.ne.b32 keep, %66, 0;\n"
+      "  wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " SAGE_ACC64_OPERANDS ", %64, %65, keep;\n"
+      "}\n"
+      : SAGE_IO64(SAGE_INOUT_S32, s)
+      : "l"(desc_q), "l"(desc_k), "r"(static_cast<int>(accumulate)));
+}
+
+// ---- P.V: e4m3 x e4m3 -> fp32, P from registers, V^T (K-major) from shared memory ----
+
+// O[64 x 64] (+)= P[64 x 32] . V[32 x 64]  (V^T rows = the 64 channels, keys contiguous).
+SAGE_DEVICE void wgmma_m64n64k32_f32_e4m3_e4m3(float (&o)[32], const u32 (&p)[4], u64 desc_vt, bool accumulate) {
+  asm volatile(
+      "{\n"
+      "  .reg .pred keep;\n"
+      "  setp.ne.b32 keep, %37, 0;\n"
+      "  wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " SAGE_ACC32_OPERANDS
+      ", {%32, %33, %34, %35}, %36, keep, 1, 1;\n"
+      "}\n"
+      : SAGE_IO32(SAGE_INOUT_F32, o)
+      : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt), "r"(static_cast<int>(accumulate)));
+}
+
+// O[64 x 128] (+)= P[64 x 32] . V[32 x 128]  (V^T rows = the 128 channels, keys contiguous).
+SAGE_DEVICE void wgmma_m64n128k32_f32_e4m3_e4m3(float (&o)[64], const u32 (&p)[4], u64 desc_vt, bool accumulate) {
+  asm volatile(
+      "{\n"
+      "  .reg .pred keep;\n"
+      "  setp.ne.b32 keep, %69, 0;\n"
+      "  wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " SAGE_ACC64_OPERANDS
+      ", {%64, %65, %66, %67}, %68, keep, 1, 1;\n"
+      "}\n"
+      : SAGE_IO64(SAGE_INOUT_F32, o)
+      : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt), "r"(static_cast<int>(accumulate)));
+}
+
+// The P.V instruction for a head dim (64 or 128): one k32 step over all channels.
+template <int HEAD_DIM>
+SAGE_DEVICE void wgmma_pv_step(float (&o)[HEAD_DIM / 2], const u32 (&p)[4], u64 desc_vt, bool accumulate) {
+  static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "head_dim 64 or 128");
+  if constexpr (HEAD_DIM == 64) {
+    wgmma_m64n64k32_f32_e4m3_e4m3(o, p, desc_vt, accumulate);
+  } else {
+    wgmma_m64n128k32_f32_e4m3_e4m3(o, p, desc_vt, accumulate);
+  }
+}
