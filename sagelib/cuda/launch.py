@@ -9,7 +9,10 @@ dozen (measured on the H200: the host, not the GPU, then set the pace of the
 quantizers). ``SAGELIB_LAUNCH_DLPACK=1`` sends launch arguments through DLPack
 instead. Every launch runs on torch's current stream (wrapped once per stream
 as a CuPy stream), so kernels order with torch's own work and are captured by
-torch's CUDA graphs. A launch failure raises at once (CuPy checks
+torch's CUDA graphs. A struct passed by value (a TMA descriptor, 128 bytes
+aligned to 64) travels as :class:`Struct`: CuPy passes a one-element NumPy array
+by value (its ``CNumpyArray`` argument), and the driver copies as many bytes as
+the kernel's parameter declares. A launch failure raises at once (CuPy checks
 cuLaunchKernel's result); with ``SAGELIB_SYNC_LAUNCHES=1`` each launch is also
 synchronized so that an asynchronous fault names its kernel.
 """
@@ -90,6 +93,30 @@ class F64:
     value: float
 
 
+@dataclass(frozen=True)
+class Struct:
+    """The bytes of a struct kernel parameter passed by value (e.g. a ``__grid_constant__ const CUtensorMap``)."""
+
+    data: bytes
+    align: int = 64
+
+    def __post_init__(self):
+        if self.align <= 0 or self.align & (self.align - 1):
+            raise ValueError(f"align: expected a power of two, got {self.align}")
+        if not self.data or len(self.data) % self.align:
+            raise ValueError(f"data: expected a non-empty multiple of align={self.align} bytes, got {len(self.data)}; "
+                             "pass the struct's full size (a CUtensorMap is 128 bytes)")
+
+
+def struct_argument(struct: Struct) -> np.ndarray:
+    """A one-element NumPy array holding ``struct``'s bytes at an ``align``-aligned host address."""
+    size = len(struct.data)
+    raw = np.zeros(size + struct.align, dtype=np.uint8)
+    start = (-raw.ctypes.data) % struct.align
+    raw[start:start + size] = np.frombuffer(struct.data, dtype=np.uint8)
+    return raw[start:start + size].view(np.dtype((np.void, size)))  # shape (1,): passed by value
+
+
 def kernel_argument(arg):
     """One launch argument: tensors as device pointers, None as a null pointer, ints as int64 unless I32."""
     if isinstance(arg, torch.Tensor):
@@ -102,6 +129,8 @@ def kernel_argument(arg):
         return np.uint64(0)
     if isinstance(arg, I32):
         return np.int32(arg.value)
+    if isinstance(arg, Struct):
+        return struct_argument(arg)
     if isinstance(arg, F32):
         return np.float32(arg.value)
     if isinstance(arg, F64):
