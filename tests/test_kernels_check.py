@@ -59,6 +59,7 @@ def test_every_kernel_compiles_for_every_target_without_new_spills(tmp_path):
     expected = {(f, a) for f in INSTANCES for a in ONLY_ARCHS.get(f, ARCH_PRESETS)}
     assert {(t.file, t.arch) for t in result.targets} == expected
     assert ("microbench_wgmma.cu", "sm_90a") in expected and ("microbench_wgmma.cu", "sm_89") not in expected
+    assert ("hopper_smoke.cu", "sm_90a") in expected and ("hopper_smoke.cu", "sm_90") not in expected
     assert result.ok, "\n".join(result.failures)
     names = {k.kernel for t in result.targets for k in t.kernels}
     assert names >= {n.replace(" ", "") for f in INSTANCES for n in INSTANCES[f]} or len(names) == sum(

@@ -33,7 +33,9 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
                       "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
+    # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
+    "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
 
 #: Kernel files that only exist for some architectures (wgmma needs sm_90a); others build for every preset.
-ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",)}
+ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",), "hopper_smoke.cu": ("sm_90a",)}
