@@ -40,7 +40,7 @@ map_head_dim = 128
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import plots
+from sagelib import bench_records, plots
 from sagelib.cuda import parity
 from sagelib.results import Results
 
@@ -68,6 +68,12 @@ if ran:
                      note=f"tolerance {parity.ATTN_REL_L1}")
 else:
     results.headline("parity cases passed", "not run", note=reason)
+    recorded, recorded_path = bench_records.latest(schema="sagelib.run/1", stem="gpu-run")
+    display(Markdown(bench_records.recorded_banner(recorded, recorded_path, reason)))
+    if recorded:
+        parity_run = next(nb for nb in recorded["run"]["notebooks"] if nb["name"] == "02_parity")
+        display(plots.table([{"recorded headline": k, "value": v["value"], "note": v["note"]}
+                             for k, v in parity_run["results"]["headlines"].items()]))
 plots.table(rows, ["label", "seed", "kernel", "passed", "qk_bit_exact", "v_bit_exact", "to_contract",
                    "kernel_err", "contract_err", "lse_err"])
 
@@ -76,12 +82,15 @@ plots.table(rows, ["label", "seed", "kernel", "passed", "qk_bit_exact", "v_bit_e
 # One row per case, one column per check (1 pass, 0 fail, blank not run).
 
 # %%
-grid, case_labels, checks = parity.pass_grid(rows)
-fig = plots.heatmap(grid, xlabel="check", ylabel="case", title="parity checks (1 = pass)", cmap="RdYlGn",
-                    colorbar_label="pass")
-fig.axes[0].set_xticks(range(len(checks)), checks, rotation=20, ha="right", fontsize=8)
-fig.axes[0].set_yticks(range(len(case_labels)), case_labels, fontsize=7)
-results.figure(fig, "pass_grid")
+if ran:
+    grid, case_labels, checks = parity.pass_grid(rows)
+    fig = plots.heatmap(grid, xlabel="check", ylabel="case", title="parity checks (1 = pass)", cmap="RdYlGn",
+                        colorbar_label="pass")
+    fig.axes[0].set_xticks(range(len(checks)), checks, rotation=20, ha="right", fontsize=8)
+    fig.axes[0].set_yticks(range(len(case_labels)), case_labels, fontsize=7)
+    results.figure(fig, "pass_grid")
+else:
+    display(Markdown("No kernel ran here, so there is no grid to draw (see the recorded results above)."))
 
 # %% [markdown]
 # ## Error against float64: kernel beside contract
@@ -94,7 +103,7 @@ fig = plots.grouped_bars(
     {"contract": [r["contract_err"] for r in rows],
      **({"kernel": [r.get("kernel_err", float("nan")) for r in rows]} if ran else {})},
     ylabel="relative L1 vs float64", title="error against float64", value_format="%.3f")
-results.figure(fig, "error_vs_float64")
+results.figure(fig, "error_vs_float64");
 
 # %% [markdown]
 # ## Where the error lives
@@ -107,7 +116,7 @@ maps = parity.error_report(parity.ParityCase(map_tokens, map_tokens, map_head_di
 results.add("score_error_blocks", maps["scores"])
 fig = plots.heatmap(maps["scores"], xlabel="key block (64)", ylabel="query block (128)",
                     title="INT8 score error, relative", colorbar_label="relative L1")
-results.figure(fig, "score_error_blocks")
+results.figure(fig, "score_error_blocks");
 for name in ("contract_vs_float64", "kernel_vs_float64", "kernel_vs_contract"):
     if name in maps:
         results.add(name, maps[name])
