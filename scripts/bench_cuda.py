@@ -1,13 +1,14 @@
 """Speed of our CUDA kernels on this GPU: quantizer bandwidth, then attention against the peers.
 
 Usage (GPU host, repository root):
-    python3 scripts/bench_cuda.py [--out DIR] [--quick]
+    python3 scripts/bench_cuda.py [--out DIR] [--quick] [--backends a,b,...] [--shapes B:H:N:D,...] [--no-quant]
 
 1. Device copy bandwidth (bytes read + written), the ceiling the quantizers are held to.
 2. Quantizers: Q to INT8 (quant_qk.cu) and K smoothing + INT8 K + V to e4m3 (quant_kv.cu),
    and all of quantization together, in TB/s counting the bytes each must read and write.
 3. Attention through ``sagelib.bench`` (CUDA events, rotated buffers, checked outputs):
-   backends cuda, cuda-per-warp-fp16, sdpa-flash, sdpa-cudnn, end to end and kernel-only, with ratios.
+   our backends (cuda, cuda-per-warp-fp16, and cuda-sm90 on sm_90), sdpa-flash, sdpa-cudnn and
+   sage (where installed), end to end and kernel-only, with ratios.
 Ops = 4*B*H*Nq*Nkv*D (half when causal). Writes bench.json and prints the tables.
 """
 
@@ -20,8 +21,11 @@ from pathlib import Path
 
 import torch
 
-from sagelib import bench
+from sagelib import backends, bench
 from sagelib.cuda import ops
+
+
+DEFAULT_BACKENDS = ("cuda-sm90", "cuda", "cuda-per-warp-fp16", "sage", "sdpa-flash", "sdpa-cudnn")
 
 
 def _time_ms(fn, reps=20, warmup=3) -> float:
@@ -96,6 +100,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=".", help="folder for bench.json")
     parser.add_argument("--quick", action="store_true", help="fewer shapes and repetitions")
     parser.add_argument("--quant-only", action="store_true", help="only the copy ceiling and the quantizers")
+    parser.add_argument("--no-quant", action="store_true", help="skip the quantizer bandwidth section")
+    parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS),
+                        help="comma-separated backends (unavailable ones are reported and skipped)")
+    parser.add_argument("--shapes", default=None, help="comma-separated B:H:N:D (default: the issue's shapes)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing measured", file=sys.stderr)
@@ -104,7 +112,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     copy = copy_bandwidth()
-    quant = quantizer_rows((2, 32, 16384, 128)) + quantizer_rows((32, 32, 1024, 128))
+    quant = [] if args.no_quant else quantizer_rows((2, 32, 16384, 128)) + quantizer_rows((32, 32, 1024, 128))
     print(f"\ndevice copy bandwidth (read + write): {copy:.2f} TB/s")
     print("call = the Python call timed with events (host overhead included); "
           "gpu = the same work replayed from a CUDA graph")
@@ -117,8 +125,15 @@ def main(argv=None) -> int:
     if args.quant_only:
         (out / "bench_quant.json").write_text(json.dumps({"copy_tb_s": copy, "rows": quant}, indent=1))
         return 0
-    shapes = "2:32:16384:128,32:32:1024:128,2:32:16384:64" if not args.quick else "2:32:16384:128,32:32:1024:128"
-    plan = bench.SweepPlan(backends=["cuda", "cuda-per-warp-fp16", "sdpa-flash", "sdpa-cudnn"], shapes=bench.parse_shapes(shapes),
+    shapes = args.shapes or ("2:32:16384:128,32:32:1024:128,2:32:16384:64" if not args.quick
+                             else "2:32:16384:128,32:32:1024:128")
+    available = backends.availability()
+    names = [n for n in args.backends.split(",") if n]
+    for name in names:
+        if available.get(name, "unknown backend"):
+            print(f"backend {name}: skipped ({available.get(name, 'unknown backend')})")
+    names = [n for n in names if available.get(n, "unknown") is None]
+    plan = bench.SweepPlan(backends=names, shapes=bench.parse_shapes(shapes),
                            causal=[False, True], timing=bench.TimingConfig(reps=20 if not args.quick else 10,
                                                                            budget_s=1.5))
     document = bench.run_sweep(plan, torch.device("cuda"), command="python3 scripts/bench_cuda.py",

@@ -5,9 +5,10 @@ name         what runs
 ===========  =============================================================
 reference    the executable contract (:mod:`sagelib.contract`), CPU or GPU
 cuda         our kernels in ``kernels/`` through CuPy (needs a CUDA GPU)
+cuda-sm90    our Hopper kernel (sm_90 GPUs: H100, H200)
 sdpa-*       PyTorch scaled_dot_product_attention with one SDPA backend
 sage         the ``sageattention`` package, when it is installed
-auto         ``cuda`` where a GPU and CuPy are present, else ``reference``
+auto         ``cuda-sm90`` on sm_90, ``cuda`` on other GPUs with CuPy, else ``reference``
 ===========  =============================================================
 
 Every backend answers the same call as :func:`sagelib.contract.attention`
@@ -57,6 +58,7 @@ _REGISTRY: dict[str, str] = {
     "sage": "sagelib.backends.sage:SageBackend",
     "cuda": "sagelib.backends.cuda:CudaBackend",
     "cuda-per-warp-fp16": "sagelib.backends.cuda:CudaPerWarpFp16",
+    "cuda-sm90": "sagelib.backends.cuda:CudaSm90Backend",
 }
 
 
@@ -76,9 +78,11 @@ def _instantiate(name: str) -> Backend:
 
 
 def resolve_auto() -> str:
-    if torch.cuda.is_available() and "cuda" in _REGISTRY:
-        if _instantiate("cuda").unavailable_reason() is None:
-            return "cuda"
+    """The fastest backend usable here: our Hopper kernel, else the portable one, else the reference."""
+    if torch.cuda.is_available():
+        for name in ("cuda-sm90", "cuda"):
+            if name in _REGISTRY and _instantiate(name).unavailable_reason() is None:
+                return name
     return "reference"
 
 

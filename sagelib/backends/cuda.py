@@ -1,10 +1,13 @@
-"""The ``cuda`` backend: our quantizers and the portable mma.sync kernel (``kernels/``).
+"""The ``cuda`` backends: our quantizers and attention kernels (``kernels/``).
 
 One call runs three launches on torch's current stream: Q to INT8
 (``quant_qk.cu``), K smoothing + INT8 K + V to e4m3 in one persistent kernel
 (``quant_kv.cu``), then attention (``attn_mma.cu``). The numerics are the
 contract's ``sm89`` preset (sagelib.contract); ``kernel_only`` quantizes first
 and returns a closure that launches only the attention kernel.
+
+``cuda-sm90`` is the Hopper kernel (``attn_sm90.cu``: TMA, wgmma, warp
+specialisation) with the ``sm90`` preset's numerics; it runs on sm_90 GPUs only.
 """
 
 from __future__ import annotations
@@ -65,3 +68,34 @@ class CudaPerWarpFp16(CudaBackend):
 
     def __init__(self):
         super().__init__(granularity="per_warp", pv_accum="fp32+fp16")
+
+
+class CudaSm90Backend(CudaBackend):
+    """The sm_90a kernel (kernels/attn_sm90.cu), the contract's sm90 preset: per_thread, fp32+fp32."""
+
+    name = "cuda-sm90"
+
+    def __init__(self, granularity: str = "per_thread", check_finite: bool = False):
+        super().__init__(granularity=granularity, pv_accum="fp32+fp32", check_finite=check_finite)
+        self.description = f"our Hopper kernel: INT8 QK / e4m3 PV wgmma, TMA, sm90 preset, {granularity}, fp32+fp32"
+
+    def unavailable_reason(self) -> str | None:
+        reason = super().unavailable_reason()
+        if reason is not None:
+            return reason
+        from sagelib.cuda import ops_sm90
+
+        return ops_sm90.unavailable_reason()
+
+    def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
+        from sagelib.cuda import ops_sm90
+
+        return ops_sm90.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                                  granularity=self.granularity, return_lse=return_lse, check_finite=self.check_finite)
+
+    def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
+        from sagelib.cuda import ops_sm90
+
+        prepared = ops_sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                                    granularity=self.granularity, check_finite=self.check_finite)
+        return lambda: ops_sm90.run_attention(prepared)

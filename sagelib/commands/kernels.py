@@ -32,10 +32,12 @@ def register(subparsers) -> None:
 
 def run_build_command(args) -> int:
     from sagelib.cuda.build import BuildRequest, cache_dir, compile_cubin
-    from sagelib.cuda.instances import INSTANCES
+    from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS
 
     for arch in args.arch or ["sm_90"]:
         for file, names in INSTANCES.items():
+            if arch not in ONLY_ARCHS.get(file, (arch,)):
+                continue  # e.g. the wgmma kernels exist for sm_90a only
             for name in names:
                 built = compile_cubin(BuildRequest(file, (name,), arch))
                 print(f"{arch}  {name:<40} {'cached' if built.from_cache else 'compiled'}")

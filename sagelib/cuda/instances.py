@@ -23,7 +23,13 @@ def attn_mma(head_dim: int, pv_fp16: bool) -> str:
     return f"attn_mma_kernel<{head_dim}, {_b(pv_fp16)}>"
 
 
+def attn_sm90(head_dim: int, stages: int) -> str:
+    return f"attn_sm90_kernel<{head_dim}, {stages}>"
+
+
 HEAD_DIMS = (64, 128)
+#: K/V ring stages of the sm_90a kernel per head dim (a stage is 256 * head_dim bytes).
+SM90_STAGES = {64: 6, 128: 4}
 
 INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
@@ -34,8 +40,10 @@ INSTANCES: dict[str, tuple[str, ...]] = {
                       "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
+    "attn_sm90.cu": tuple(attn_sm90(d, SM90_STAGES[d]) for d in HEAD_DIMS),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
 
 #: Kernel files that only exist for some architectures (wgmma needs sm_90a); others build for every preset.
-ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",), "hopper_smoke.cu": ("sm_90a",)}
+ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",), "hopper_smoke.cu": ("sm_90a",),
+                                       "attn_sm90.cu": ("sm_90a",)}

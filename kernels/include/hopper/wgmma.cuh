@@ -27,16 +27,25 @@
 // ---- shared-memory matrix descriptors -------------------------------------------------
 
 #define SAGE_WGMMA_SWIZZLE_128B 1ull  // descriptor bits 62-63
+#define SAGE_WGMMA_SWIZZLE_64B 2ull
 #define SAGE_WGMMA_SW128_ATOM_BYTES 1024u
 
-// Descriptor of a K-major tile with the 128-byte swizzle starting at `tile` (1024-byte aligned).
-SAGE_DEVICE u64 wgmma_desc_sw128(const void *tile) {
+// Descriptor of a K-major tile of ROW_BYTES-byte rows (128: the 128-byte swizzle, 1024-byte
+// atoms; 64: the 64-byte swizzle, 512-byte atoms), starting at `tile` (atom aligned). The
+// stride byte offset is one atom: eight rows.
+template <int ROW_BYTES>
+SAGE_DEVICE u64 wgmma_desc_k_major(const void *tile) {
+  static_assert(ROW_BYTES == 64 || ROW_BYTES == 128, "rows of 64 or 128 bytes");
   const u32 address = static_cast<u32>(__cvta_generic_to_shared(tile));
-  return static_cast<u64>((address & 0x3FFFF) >> 4)                          // bits 0-13: start address / 16
-         | (static_cast<u64>(1) << 16)                                       // bits 16-29: leading offset (unused)
-         | (static_cast<u64>(SAGE_WGMMA_SW128_ATOM_BYTES >> 4) << 32)        // bits 32-45: stride offset / 16
-         | (SAGE_WGMMA_SWIZZLE_128B << 62);                                  // bits 62-63: swizzle mode
+  const u64 mode = ROW_BYTES == 128 ? SAGE_WGMMA_SWIZZLE_128B : SAGE_WGMMA_SWIZZLE_64B;
+  return static_cast<u64>((address & 0x3FFFF) >> 4)          // bits 0-13: start address / 16
+         | (static_cast<u64>(1) << 16)                       // bits 16-29: leading offset (unused)
+         | (static_cast<u64>(8 * ROW_BYTES >> 4) << 32)      // bits 32-45: stride offset / 16
+         | (mode << 62);                                     // bits 62-63: swizzle mode
 }
+
+// Descriptor of a K-major tile with the 128-byte swizzle starting at `tile` (1024-byte aligned).
+SAGE_DEVICE u64 wgmma_desc_sw128(const void *tile) { return wgmma_desc_k_major<128>(tile); }
 
 // The same descriptor moved `bytes` along each row (a multiple of 16, within the 128-byte row).
 SAGE_DEVICE u64 wgmma_desc_advance(u64 desc, u32 bytes) { return desc + (bytes >> 4); }

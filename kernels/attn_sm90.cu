@@ -1,0 +1,67 @@
+// attn_sm90.cu: the Hopper (sm_90a) 8-bit attention kernel, SageAttention2's numerics
+// in the contract's sm90 preset, built as a warp-specialised persistent kernel.
+//
+// Contract stages 3-7: INT8 Q.K^T by wgmma (exact int32), per_thread or per_warp q/k
+// scales (16-row q tiles, 128-key k blocks), base-2 online softmax with the fp8 offset,
+// e4m3 P.V by wgmma with P from registers, two-level accumulation (fp32 inner per
+// 128-key block, then fp32), the epilogue. Inputs come from quant_qk.cu / quant_kv.cu
+// (sm90 geometry; V^T zero-padded to 128 keys and permuted in 16s like the sm89 preset,
+// which lets P feed the P.V wgmma without shuffles: attn_sm90/softmax.cuh).
+//
+// Who owns what (Phase 1 decision, EXPERIMENT_LOG record 12):
+//   warpgroup 0   producer: one thread, TMA copies of Q (per tile) and of K / V^T into a
+//                 STAGES-deep ring on mbarriers (attn_sm90/producer.cuh); gives its
+//                 registers to the consumers (setmaxnreg)
+//   warpgroups 1, 2  consumers: 64 query rows each; S, P, O, the row state in registers
+//                 (attn_sm90/mainloop.cuh, softmax.cuh, epilogue.cuh)
+//   the grid      persistent, one CTA per SM, static tile walk (attn_sm90/scheduler.cuh)
+// Shared memory: Q 128 x D, STAGES x (K 128 x D + V^T D x 128), 1024-byte aligned,
+// K-major with the hardware swizzle of the row width (128 B at D = 128, 64 B at D = 64).
+#include "attn_sm90/mainloop.cuh"
+#include "attn_sm90/producer.cuh"
+#include "hopper/warpgroup_regs.cuh"
+
+template <int D, int STAGES>
+struct Sm90Smem {
+  u8 q[SM90_CTA_Q * D];
+  u8 k[STAGES][SM90_BLOCK_KEYS * D];
+  u8 v[STAGES][D * SM90_BLOCK_KEYS];
+  RingBarriers<STAGES> ring;
+  SlotBarriers q_slot;
+};
+
+// Dynamic shared memory is requested with this much slack, so the tiles can start on
+// a 1024-byte boundary (the swizzle atoms are counted from there).
+#define SM90_SMEM_ALIGN 1024
+
+template <int D, int STAGES>
+__global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
+    const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
+    const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
+    const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn, float *__restrict__ lse,
+    int n_q, int n_kv, int heads_q, int heads_kv, int batch, int q_groups, int k_groups, int flags, int causal_shift,
+    float sm_scale_log2e) {
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  extern __shared__ u8 smem_raw[];
+  const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
+  Sm90Smem<D, STAGES> &smem = *reinterpret_cast<Sm90Smem<D, STAGES> *>(smem_raw + pad);
+  if (threadIdx.x == 0) {
+    smem.ring.init(SM90_CONSUMER_WARPS);
+    mbarrier_init(&smem.q_slot.full, 1);
+    mbarrier_init(&smem.q_slot.empty, SM90_CONSUMER_WARPS);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const bool causal = flags & SM90_CAUSAL;
+  const TileScheduler tiles(n_q, heads_q, batch, causal);
+  if (warpgroup_index() == 0) {
+    warpgroup_regs_release<SM90_PRODUCER_REGS>();
+    if (threadIdx.x == 0)
+      produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, smem, tiles, heads_kv, n_q, n_kv, causal, causal_shift);
+    return;
+  }
+  warpgroup_regs_claim<SM90_CONSUMER_REGS>();
+  consume<D, STAGES>(smem, tiles,
+                     ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
+                                  k_groups, flags, causal_shift, sm_scale_log2e});
+}

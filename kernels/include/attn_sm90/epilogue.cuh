@@ -1,0 +1,40 @@
+// Contract stage 7 for one consumer warpgroup of the sm_90a kernel: O / l, times the
+// V channel scale, rounded to fp16 / bf16 and stored from the accumulator fragment;
+// the optional natural-log lse = (log2(l) + m) / log2e (the smoothing correction
+// q . km is added by the caller, in fp32).
+//
+// Fragment: o[i] is row 16w + l/4 + 8((i/2)%2), channel 8(i/4) + 2(l%4) + i%2, so a
+// thread stores 32-bit pairs of channels. Rows that see no key (bottom-right causal
+// with N_q > N_kv) are written as 0 with lse -inf, as the contract does; rows >= N_q
+// are never stored.
+#pragma once
+#include "../convert.cuh"
+#include "../online_softmax.cuh"
+
+template <int D>
+SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2], const float (&l_part)[2],
+                                   const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sn,
+                                   float *__restrict__ lse, int row0, int n_q, int lane, bool out_bf16, bool causal,
+                                   int shift) {
+  float2 vs[D / 8];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) vs[j] = *reinterpret_cast<const float2 *>(v_scale + 8 * j + 2 * (lane % 4));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 8 * h;
+    const float l = quad_sum(l_part[h]);
+    const bool blind = causal && row + shift < 0;
+    const float inv = blind ? 0.0f : 1.0f / l;
+    if (row < n_q) {
+      u16 *dst = out + row * o_sn + 2 * (lane % 4);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const float a = o[4 * j + 2 * h] * inv * vs[j].x;
+        const float b = o[4 * j + 2 * h + 1] * inv * vs[j].y;
+        *reinterpret_cast<u32 *>(dst + 8 * j) = out_bf16 ? pack2<true>(a, b) : pack2<false>(a, b);
+      }
+      if (lse != nullptr && lane % 4 == 0)
+        lse[row] = blind ? __int_as_float(0xff800000) : (log2f(l) + m[h]) / SAGE_LOG2E;
+    }
+  }
+}

@@ -1,0 +1,194 @@
+// The consumer warpgroups of the sm_90a attention kernel: contract stages 3-6 per key
+// block, for 64 query rows each.
+//
+// Per block j (K and V^T in ring stage j, Q in the Q slot):
+//   S_j   = Q . K_j^T        D/32 int8 wgmma m64n128k32 from shared memory (exact int32)
+//   P_j   = softmax step     softmax.cuh, P as e4m3 A fragments in registers
+//   inner = P_j . V_j        4 e4m3 wgmma m64nDk32, P from registers, a fresh fp32
+//                            accumulator over the block's 128 keys (the two-level scheme)
+//   O     = O * alpha + inner
+// Overlap inside the warpgroup: S_{j+1} is issued before the softmax of block j, so the
+// tensor cores compute it while this warpgroup runs exp2 (two S buffers, swapped by
+// unrolling the loop by two). P.V is waited for at once, which releases the stage;
+// the other consumer warpgroup fills the tensor cores meanwhile.
+#pragma once
+#include "../hopper/pipeline.cuh"
+#include "../hopper/warpgroup_regs.cuh"
+#include "../hopper/wgmma.cuh"
+#include "epilogue.cuh"
+#include "scheduler.cuh"
+#include "softmax.cuh"
+
+#define SM90_CAUSAL 1
+#define SM90_PER_THREAD 2
+#define SM90_OUT_BF16 4
+// A second S buffer fits in the consumers' registers at head_dim 64 only (ownership.fit).
+#define SM90_OVERLAP_QK(D) ((D) == 64)
+
+struct ConsumerArgs {
+  const float *q_scale, *k_scale, *v_scale;
+  u16 *out;
+  i64 o_sb, o_sh, o_sn;
+  float *lse;
+  int n_q, n_kv, heads_kv, q_groups, k_groups, flags, shift;
+  float sm_scale_log2e;
+};
+
+// Everything one block step needs besides the S buffers.
+template <int D, int STAGES, typename Smem>
+struct BlockContext {
+  Smem &smem;
+  RingPosition<STAGES> &ring;  // position of the block being computed
+  u64 desc_q;
+  const float *k_scale;        // this (batch, kv head)'s k groups
+  float q_mult;
+  int blocks, warp_row0, lane, n_kv, shift;  // warp_row0: the warp's first query row
+  bool causal, per_thread;
+};
+
+template <int D>
+SAGE_DEVICE void issue_scores(i32 (&s)[SM90_S_REGS], u64 desc_q, const u8 *k_tile) {
+  const u64 desc_k = wgmma_desc_k_major<D>(k_tile);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 32; ++kk)
+    wgmma_m64n128k32_s32_s8_s8(s, wgmma_desc_advance(desc_q, 32 * kk), wgmma_desc_advance(desc_k, 32 * kk), kk > 0);
+  wgmma_commit();
+}
+
+// Stage 4-5 of block j on its completed scores: the softmax step, P as A fragments.
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult,
+                               const i32 (&s)[SM90_S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                               u32 (&p)[SM90_PV_STEPS][4]) {
+  const float mult = c.q_mult * k_mult;
+  const int key0 = j * SM90_BLOCK_KEYS;
+  const BlockMask mask{key0, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
+  if (key0 + SM90_BLOCK_KEYS > c.n_kv || (c.causal && key0 + SM90_BLOCK_KEYS - 1 > c.warp_row0 + c.shift)) {
+    sm90_online_softmax<true>(s, mask, mult, m, l, alpha, p);
+  } else {
+    sm90_online_softmax<false>(s, mask, mult, m, l, alpha, p);
+  }
+}
+
+// inner = P . V (4 k32 steps, a fresh accumulator: the block's inner level).
+template <int D>
+SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[SM90_PV_STEPS][4], const u8 *v_tile) {
+  const u64 desc_v = wgmma_desc_k_major<128>(v_tile);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < SM90_PV_STEPS; ++k) wgmma_pv_step<D>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k), k > 0);
+  wgmma_commit();
+}
+
+// O = O * alpha + inner: the outer fp32 level of the two-level accumulation.
+template <int D>
+SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2]) {
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = fmaf(o[i], alpha[(i / 2) % 2], inner[i]);
+}
+
+// Two S buffers (head_dim 64): block j's scores are in `cur`; block j+1's are issued into
+// `next` before this block's softmax, so the tensor cores work while exp2 does.
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[SM90_S_REGS],
+                                          i32 (&next)[SM90_S_REGS], float (&o)[D / 2], float (&m)[2],
+                                          float (&l)[2]) {
+  const float k_mult = c.k_scale[c.per_thread ? 4 * j + c.lane % 4 : j];
+  const int stage = c.ring.stage;
+  const bool has_next = j + 1 < c.blocks;
+  c.ring.advance();
+  if (has_next) {
+    c.smem.ring.consumer_wait(c.ring);
+    issue_scores<D>(next, c.desc_q, c.smem.k[c.ring.stage]);
+    wgmma_wait<1>();
+  } else {
+    wgmma_wait<0>();
+  }
+  wgmma_pin(cur);
+  float alpha[2];
+  u32 p[SM90_PV_STEPS][4];
+  block_softmax(c, j, k_mult, cur, m, l, alpha, p);
+  float inner[D / 2];
+  issue_pv<D>(inner, p, c.smem.v[stage]);
+  wgmma_wait<0>();
+  wgmma_pin(inner);
+  warp_release(&c.smem.ring.empty[stage]);
+  fold_block<D>(o, alpha, inner);
+}
+
+// One S buffer (head_dim 128, where a second one does not fit beside O and the inner
+// accumulator): block j's completed scores are in `s`; after the softmax, P.V of block j
+// and Q.K^T of block j+1 go to the tensor cores back to back, and the other consumer
+// warpgroup's softmax runs meanwhile.
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
+                                      float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+  const float k_mult = c.k_scale[c.per_thread ? 4 * j + c.lane % 4 : j];
+  const int stage = c.ring.stage;
+  c.ring.advance();
+  float alpha[2];
+  u32 p[SM90_PV_STEPS][4];
+  block_softmax(c, j, k_mult, s, m, l, alpha, p);
+  float inner[D / 2];
+  issue_pv<D>(inner, p, c.smem.v[stage]);
+  if (j + 1 < c.blocks) {
+    c.smem.ring.consumer_wait(c.ring);
+    issue_scores<D>(s, c.desc_q, c.smem.k[c.ring.stage]);
+  }
+  wgmma_wait<0>();
+  wgmma_pin(inner);
+  wgmma_pin(s);
+  warp_release(&c.smem.ring.empty[stage]);
+  fold_block<D>(o, alpha, inner);
+}
+
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerArgs &a) {
+  const int wg = warpgroup_index() - 1;  // 0 or 1
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+  const bool causal = a.flags & SM90_CAUSAL, per_thread = a.flags & SM90_PER_THREAD;
+  const int group = tiles.heads / a.heads_kv;
+  RingPosition<STAGES> ring;
+  u32 q_parity = 0;
+  for (int ti = tiles.first(); tiles.valid(ti); ti = tiles.next(ti)) {
+    const Tile tile = tiles(ti);
+    const int q0 = tile.qblock * SM90_CTA_Q, hk = tile.head / group;
+    const int warp_row0 = q0 + SM90_WG_ROWS * wg + 16 * warp, row0 = warp_row0 + lane / 4;
+    const int blocks = visible_key_blocks(q0, SM90_CTA_Q, a.n_q, a.n_kv, causal, a.shift, SM90_BLOCK_KEYS);
+    const i64 bh = (i64)tile.batch * tiles.heads + tile.head, bhk = (i64)tile.batch * a.heads_kv + hk;
+
+    float o[D / 2], m[2], l[2];
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
+
+    if (blocks > 0) {
+      const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
+      BlockContext<D, STAGES, Smem> c{smem, ring, wgmma_desc_k_major<D>(smem.q + SM90_WG_ROWS * wg * D),
+                                      a.k_scale + bhk * a.k_groups, a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e,
+                                      blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread};
+      mbarrier_wait_parity(&smem.q_slot.full, q_parity);
+      q_parity ^= 1u;
+      i32 sa[SM90_S_REGS];
+      smem.ring.consumer_wait(ring);
+      issue_scores<D>(sa, c.desc_q, smem.k[ring.stage]);
+      if constexpr (SM90_OVERLAP_QK(D)) {
+        i32 sb[SM90_S_REGS];
+        for (int j = 0; j < blocks; j += 2) {
+          consume_block_overlapped(c, j, sa, sb, o, m, l);
+          if (j + 1 < blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+        }
+      } else {
+        wgmma_wait<0>();
+        wgmma_pin(sa);
+        for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
+      }
+      warp_release(&smem.q_slot.empty);  // every Q.K^T of this tile has completed
+    }
+    sm90_store_output<D>(o, m, l, a.v_scale + bhk * D, a.out + tile.batch * a.o_sb + tile.head * a.o_sh, a.o_sn,
+                         a.lse != nullptr ? a.lse + bh * a.n_q : nullptr, row0, a.n_q, lane,
+                         a.flags & SM90_OUT_BF16, causal, a.shift);
+  }
+}

@@ -1,0 +1,48 @@
+// The producer warp of the sm_90a attention kernel: one elected thread issues every
+// TMA copy; the other 127 threads of warpgroup 0 only give their registers away.
+//
+// Per tile: the 128 query rows once (the Q slot, released by the consumers after
+// their last Q.K^T), then for each visible key block one ring stage holding the
+// block's 128 keys of K (128 x D, K-major) and V^T (D x 128 keys), announced to the
+// stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
+// still count in the box's bytes, so the count is the full box every time.
+// GQA: the K/V maps are indexed with the query head's kv head.
+#pragma once
+#include "../hopper/pipeline.cuh"
+#include "../hopper/tma.cuh"
+#include "scheduler.cuh"
+
+struct AttnMaps {
+  const TensorMap *q;  // int8 [B * H_q, N_q, D], box 128 x D
+  const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box 128 x D
+  const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x 128
+};
+
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &tiles, int heads_kv, int n_q, int n_kv,
+                         bool causal, int shift) {
+  tma_prefetch_descriptor(maps.q);
+  tma_prefetch_descriptor(maps.k);
+  tma_prefetch_descriptor(maps.v);
+  RingPosition<STAGES> ring;
+  u32 q_parity = 0;
+  const int group = tiles.heads / heads_kv;
+  for (int t = tiles.first(); tiles.valid(t); t = tiles.next(t)) {
+    const Tile tile = tiles(t);
+    const int q0 = tile.qblock * SM90_CTA_Q;
+    const int blocks = visible_key_blocks(q0, SM90_CTA_Q, n_q, n_kv, causal, shift, SM90_BLOCK_KEYS);
+    if (blocks == 0) continue;  // every row is blind: the consumers write zeros without reading anything
+    const int hk = tile.head / group;
+    mbarrier_wait_parity(&smem.q_slot.empty, q_parity ^ 1u);
+    mbarrier_arrive_expect_tx(&smem.q_slot.full, sizeof(smem.q));
+    tma_load_3d(smem.q, maps.q, &smem.q_slot.full, 0, q0, tile.batch * tiles.heads + tile.head);
+    q_parity ^= 1u;
+    for (int j = 0; j < blocks; ++j) {
+      smem.ring.producer_wait(ring);
+      mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
+      tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * SM90_BLOCK_KEYS, hk, tile.batch);
+      tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * SM90_BLOCK_KEYS, 0, hk, tile.batch);
+      ring.advance();
+    }
+  }
+}

@@ -1,0 +1,190 @@
+"""Parity of the Hopper kernel (kernels/attn_sm90.cu) with the contract's sm90 preset.
+
+GPU tests (an sm_90 GPU: H100/H200) follow tests/test_cuda_parity.py stage by stage:
+the V operand the kernel reads is the contract's sm90 V with every 16 tokens in the
+sm89 order (bit for bit), the output lies within ATTN_REL_L1 of the contract's output
+for the same configuration and its error against float64 is no larger than the
+contract's (times ERROR_SLACK), the lse agrees within LSE_ABS. Fresh random inputs
+each time; the seed is in every failure message. The expected values come from the
+contract (CPU semantics on the GPU tensors), never from the kernel.
+CPU tests: the launcher's checks and the shared-memory budget.
+"""
+
+import os
+
+import pytest
+import torch
+
+from sagelib import contract
+from sagelib.contract import presets as P
+from sagelib.cuda import ops_sm90
+from sagelib.cuda.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
+
+gpu = pytest.mark.gpu
+
+
+def _needs_sm90():
+    reason = ops_sm90.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+def _seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def _inputs(b, hq, hkv, nq, nkv, d, dtype, layout, seed, k_bias=4.0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(h, n, bias=0.0):
+        x = torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.float32)
+        if bias:
+            x = x + bias * torch.randn(1, 1, 1, d, generator=g, device="cuda")
+        x = x.to(dtype)
+        return x if layout == "HND" else x.transpose(1, 2).contiguous()
+
+    return make(hq, nq), make(hkv, nkv, k_bias), make(hkv, nkv)
+
+
+def _rel_l1(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).abs().sum() / b.abs().sum().clamp_min(1e-30))
+
+
+@gpu
+@pytest.mark.parametrize("n,d,dtype,layout", [(1, 64, torch.float16, "HND"), (1000, 128, torch.bfloat16, "NHD"),
+                                              (4099, 64, torch.float16, "NHD"), (300, 96, torch.float16, "HND")])
+def test_v_operand_is_the_contract_v_permuted_in_16s(n, d, dtype, layout):
+    _needs_sm90()
+    seed = _seed()
+    q, k, v = _inputs(2, 4, 2, 64, n, d, dtype, layout, seed)
+    p = ops_sm90.prepare(q, k, v, layout=layout)
+    ref = contract.quantize_v(v, layout=layout, preset="sm90", pv_accum="fp32+fp32")
+    assert p.v_fp8.shape[-1] % 128 == 0 and p.v_fp8.shape[-1] == ref.v_fp8.shape[-1]
+    order = torch.tensor(P.SM89_V_PERMUTATION, device="cuda")
+    index = (torch.arange(p.v_fp8.shape[-1], device="cuda") // 16) * 16 + order.repeat(p.v_fp8.shape[-1] // 16)
+    expected = ref.v_fp8.view(torch.uint8)[..., index]
+    assert torch.equal(p.v_scale[..., :d], ref.v_scale), f"v_scale differs (seed={seed})"
+    diff = p.v_fp8[:, :, :d].view(torch.uint8) != expected
+    assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes (seed={seed})"
+
+
+# (n_q, n_kv, d, dtype, layout, h_q, h_kv, causal, alignment, granularity)
+SM90_CASES = [
+    (1, 1, 128, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread"),
+    (17, 17, 64, torch.bfloat16, "NHD", 4, 2, True, "bottom_right", "per_warp"),
+    (1000, 1000, 128, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread"),
+    (1000, 1000, 64, torch.bfloat16, "HND", 4, 4, True, "bottom_right", "per_thread"),
+    (4099, 4099, 128, torch.bfloat16, "HND", 2, 1, True, "top_left", "per_warp"),
+    (4099, 4099, 64, torch.float16, "NHD", 4, 4, False, "bottom_right", "per_warp"),
+    (100, 1333, 128, torch.float16, "HND", 4, 2, True, "bottom_right", "per_thread"),
+    (100, 1333, 64, torch.float16, "HND", 4, 2, True, "top_left", "per_thread"),
+    (1333, 100, 128, torch.bfloat16, "NHD", 4, 4, True, "bottom_right", "per_thread"),
+    (1333, 100, 64, torch.float16, "HND", 2, 2, False, "bottom_right", "per_warp"),
+    (257, 4099, 128, torch.float16, "HND", 8, 1, False, "bottom_right", "per_thread"),
+    (65, 63, 96, torch.float16, "HND", 2, 2, True, "bottom_right", "per_thread"),
+    (2048, 2048, 128, torch.float16, "HND", 3, 3, True, "bottom_right", "per_thread"),
+]
+
+
+@gpu
+@pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran", SM90_CASES)
+def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran):
+    _needs_sm90()
+    seed = _seed()
+    q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
+    kw = dict(causal=causal, layout=layout, preset="sm90", granularity=gran, pv_accum="fp32+fp32",
+              causal_alignment=align, return_lse=True)
+    out, lse = ops_sm90.attention(q, k, v, **kw)
+    ref, ref_lse = contract.attention(q, k, v, **kw)
+    exact = contract.reference_attention(q, k, v, causal=causal, layout=layout, causal_alignment=align)
+    msg = f"seed={seed}"
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    assert bool(torch.isfinite(out).all()), f"non-finite output ({msg})"
+    to_contract = _rel_l1(out, ref)
+    ours_err, contract_err = _rel_l1(out, exact), _rel_l1(ref, exact)
+    print(f"[parity sm90] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: "
+          f"rel_l1 to contract {to_contract:.2e}, vs float64 ours {ours_err:.3e} contract {contract_err:.3e}")
+    assert to_contract <= ATTN_REL_L1, f"rel L1 to contract {to_contract:.3e} > {ATTN_REL_L1} ({msg})"
+    assert ours_err <= contract_err * ERROR_SLACK + 1e-5, f"kernel error {ours_err:.3e} vs contract {contract_err:.3e} ({msg})"
+    blind = torch.isinf(ref_lse)
+    assert torch.equal(torch.isinf(lse), blind), f"lse -inf rows differ ({msg})"
+    lse_err = float((lse[~blind] - ref_lse[~blind]).abs().max()) if bool((~blind).any()) else 0.0
+    assert lse_err <= LSE_ABS, f"lse differs by {lse_err:.3e} ({msg})"
+
+
+@gpu
+@pytest.mark.parametrize("stages", [2, 3, 6])
+def test_every_ring_depth_gives_the_same_bits(stages):
+    _needs_sm90()
+    q, k, v = _inputs(1, 4, 4, 700, 1500, 128 if stages < 6 else 64, torch.float16, "HND", _seed())
+    p = ops_sm90.prepare(q, k, v, causal=True)
+    assert torch.equal(ops_sm90.run_attention(p, stages=stages), ops_sm90.run_attention(p))
+
+
+@gpu
+def test_persistent_grid_covers_more_tiles_than_sms():
+    """More tiles than SMs (each CTA walks several) and the causal heaviest-first order: equal to the contract."""
+    _needs_sm90()
+    seed = _seed()
+    q, k, v = _inputs(2, 20, 4, 1100, 1100, 64, torch.float16, "HND", seed)  # 9 x 20 x 2 = 360 tiles
+    for causal in (False, True):
+        out = ops_sm90.attention(q, k, v, causal=causal)
+        ref = contract.attention(q, k, v, causal=causal, preset="sm90")
+        assert _rel_l1(out, ref) <= ATTN_REL_L1, f"causal={causal} seed={seed}"
+
+
+@gpu
+def test_canonical_accuracy_is_the_contract_sm90_accuracy():
+    """The ANCHORS accuracy input (B1 H8 N4096 D128, k with a 4x channel bias) against float64."""
+    _needs_sm90()
+    from sagelib import metrics
+
+    q, k, v = _inputs(1, 8, 8, 4096, 4096, 128, torch.float16, "HND", 0)
+    exact = contract.reference_attention(q, k, v)
+    ours = metrics.compare(ops_sm90.attention(q, k, v), exact)
+    ref = metrics.compare(contract.attention(q, k, v, preset="sm90"), exact)
+    print(f"[accuracy sm90] ours {ours} contract {ref}")
+    assert ours.cosine >= ref.cosine - 1e-5
+    assert ours.relative_l1 <= ref.relative_l1 * ERROR_SLACK
+
+
+@gpu
+def test_backend_runs_and_kernel_only_matches():
+    _needs_sm90()
+    from sagelib import backends
+
+    backend = backends.get("cuda-sm90")
+    q, k, v = _inputs(1, 4, 4, 300, 300, 128, torch.float16, "HND", _seed())
+    out = backend.attention(q, k, v, causal=True)
+    assert torch.equal(out, backend.kernel_only(q, k, v, causal=True)())
+    assert backends.resolve_auto() == "cuda-sm90"
+
+
+# ---------------------------------------------------------------- no GPU needed
+
+
+def test_shared_memory_budget_and_stage_checks():
+    assert ops_sm90.shared_memory_bytes(128, 4) == 128 * 128 + 4 * 2 * 128 * 128 + 8 * 10 + 1024
+    assert ops_sm90.check_stages(64, None) >= 2
+    for bad in (1, 7, "3"):
+        with pytest.raises(ValueError, match="stages: expected an int in 2..6 at head_dim 128"):
+            ops_sm90.check_stages(128, bad)
+
+
+def test_bad_input_is_refused_with_the_fix():
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="preset: the sm_90a kernel's geometry is the 'sm90' preset"):
+        ops_sm90.attention(q, q, q, preset="sm89")
+    with pytest.raises(ValueError, match="options"):
+        ops_sm90.attention(q, q, q, exact=True)
+    with pytest.raises(ValueError, match="q: expected a CUDA tensor"):
+        ops_sm90.attention(q, q, q)
+    with pytest.raises(ValueError, match="q: expected dtype"):
+        ops_sm90.attention(q.float(), q.float(), q.float())
+
+
+def test_unavailable_reason_names_the_alternative(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 9))
+    assert "use the 'cuda' backend" in ops_sm90.unavailable_reason()
