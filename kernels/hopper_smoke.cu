@@ -88,8 +88,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)
   wgmma_fence();
 #pragma unroll
   for (int step = 0; step < SMOKE_ROW_BYTES / 32; ++step)
-    wgmma_m64n128k32_s32_s8_s8(s, wgmma_desc_advance(desc_q, 32 * step), wgmma_desc_advance(desc_k, 32 * step),
-                               step > 0);
+    if (step == 0) {
+      wgmma_m64n128k32_s32_s8_s8<false>(s, wgmma_desc_advance(desc_q, 0), wgmma_desc_advance(desc_k, 0));
+    } else {
+      wgmma_m64n128k32_s32_s8_s8<true>(s, wgmma_desc_advance(desc_q, 32 * step), wgmma_desc_advance(desc_k, 32 * step));
+    }
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_pin(s);
@@ -129,7 +132,11 @@ SAGE_DEVICE void pv_e4m3(const TensorMap &vt_map, int batch, int head, int k0, c
   wgmma_fence();
 #pragma unroll
   for (int step = 0; step < SMOKE_ROW_BYTES / 32; ++step)
-    wgmma_pv_step<HEAD_DIM>(o, a[step], wgmma_desc_advance(desc_vt, 32 * step), step > 0);
+    if (step == 0) {
+      wgmma_pv_step<HEAD_DIM, false>(o, a[step], desc_vt);
+    } else {
+      wgmma_pv_step<HEAD_DIM, true>(o, a[step], wgmma_desc_advance(desc_vt, 32 * step));
+    }
   wgmma_commit();
   wgmma_wait<0>();
   wgmma_pin(o);

@@ -35,7 +35,8 @@ if has debug; then
     run debug 120 python3 scripts/debug_cuda.py
 fi
 if has parity; then
-    run parity 300 python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_cuda_parity.py
+    run parity 300 python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/test_cuda_parity.py tests/test_cuda_sm90.py \
+        tests/test_hopper_smoke.py
     grep -E "passed|failed" "$OUT/parity.log" | tail -1 | sed 's/^/  parity: /' | tee -a "$summary"
 fi
 if has sanitize; then

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from sagelib.cuda import ops
+from sagelib.cuda import ops, ops_sm90
 
 CASES = [  # (n_q, n_kv, d, layout, h_q, h_kv, causal, alignment, granularity, pv_accum, dtype)
     (17, 17, 64, "HND", 2, 1, True, "bottom_right", "per_thread", "fp32+fp32", torch.float16),
@@ -34,6 +34,20 @@ def main() -> int:
         finite = bool(torch.isfinite(out).all())
         bad += not finite
         print(f"case {nq}x{nkv} d{d} {layout} causal={causal}/{align}: {'ok' if finite else 'NON-FINITE'}")
+    if ops_sm90.unavailable_reason() is None:  # the Hopper kernel: the same cases, plus a persistent walk
+        for nq, nkv, d, layout, hq, hkv, causal, align, gran, _, dtype in CASES + [
+                (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16)]:
+            shape = lambda h, n: (1, h, n, d) if layout == "HND" else (1, n, h, d)  # noqa: E731
+            q, k, v = (torch.randn(shape(h, n), device="cuda", dtype=dtype) for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
+            out, lse = ops_sm90.attention(q, k, v, causal=causal, layout=layout, granularity=gran,
+                                          causal_alignment=align, return_lse=True)
+            torch.cuda.synchronize()
+            finite = bool(torch.isfinite(out).all())
+            bad += not finite
+            print(f"sm90 case {nq}x{nkv} d{d} {layout} h{hq}/{hkv} causal={causal}/{align}: "
+                  f"{'ok' if finite else 'NON-FINITE'}")
+    else:
+        print(f"sm90 cases not run: {ops_sm90.unavailable_reason()}")
     return 1 if bad else 0
 
 

@@ -106,8 +106,13 @@ def tensor_maps(p: PreparedAttention):
     return q_map, k_map, v_map
 
 
-def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None):
-    """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`."""
+def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
+                  build_options: tuple[str, ...] = ()):
+    """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
+
+    ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=0",)``
+    to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``.
+    """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
     stages = check_stages(width, stages)
@@ -118,7 +123,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
         | (SM90_OUT_BF16 if p.dtype == torch.bfloat16 else 0)
     shift = p.n_kv - p.n_q if p.causal_alignment == "bottom_right" else 0
     tiles = -(-n_q // CTA_Q) * h_q * b
-    fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH)
+    fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH, options=tuple(build_options))
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (THREADS, 1, 1),
            (*tensor_maps(p), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),

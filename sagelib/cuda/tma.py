@@ -132,12 +132,17 @@ def _driver():
     return driver
 
 
+_INITIALIZED: set[int] = set()  # drivers (by id) already through cuInit
+
+
 def encode(spec: TensorMapSpec, driver=None) -> bytes:
     """The 128 bytes of the CUtensorMap for ``spec`` (needs the CUDA driver, i.e. a GPU host)."""
     cu = driver or _driver()
-    (status,) = cu.cuInit(0)
-    if status != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuInit failed: {status}")
+    if id(cu) not in _INITIALIZED:  # once per process: an attention call builds three maps
+        (status,) = cu.cuInit(0)
+        if status != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuInit failed: {status}")
+        _INITIALIZED.add(id(cu))
     swizzle = "NONE" if spec.swizzle == "none" else spec.swizzle
     status, tensor_map = cu.cuTensorMapEncodeTiled(
         getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{spec.data_type}"),

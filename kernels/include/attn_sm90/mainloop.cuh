@@ -16,14 +16,36 @@
 #include "../hopper/warpgroup_regs.cuh"
 #include "../hopper/wgmma.cuh"
 #include "epilogue.cuh"
+#include "pingpong.cuh"
 #include "scheduler.cuh"
 #include "softmax.cuh"
 
 #define SM90_CAUSAL 1
 #define SM90_PER_THREAD 2
 #define SM90_OUT_BF16 4
-// A second S buffer fits in the consumers' registers at head_dim 64 only (ownership.fit).
-#define SM90_OVERLAP_QK(D) ((D) == 64)
+// Schedules. A second S buffer fits in the consumers' registers at head_dim 64 only
+// (ownership.fit), but measured slower there than the serial schedule with ping-pong
+// (scripts/sweep_sm90.py on the H200: 484 against 530 TOPS kernel-only at N 16384), so
+// both head dims run serial + ping-pong by default. The alternatives stay buildable:
+// -DSM90_D64_OVERLAP=1, -DSM90_SERIAL_PINGPONG=0, -DSM90_PASS_AFTER_WAIT=0,
+// -DSM90_Q_IN_REGISTERS=1.
+#ifndef SM90_D64_OVERLAP
+#define SM90_D64_OVERLAP 0
+#endif
+#ifndef SM90_SERIAL_PINGPONG
+#define SM90_SERIAL_PINGPONG 1
+#endif
+// The turn passes once this warpgroup's batch has completed (not merely been issued): the
+// tensor cores may interleave two queued batches, which would keep both warpgroups in
+// step (softmax together, wgmma together) instead of alternating.
+#ifndef SM90_PASS_AFTER_WAIT
+#define SM90_PASS_AFTER_WAIT 1
+#endif
+#ifndef SM90_Q_IN_REGISTERS
+#define SM90_Q_IN_REGISTERS 0
+#endif
+#define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
+#define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 
 struct ConsumerArgs {
   const float *q_scale, *k_scale, *v_scale;
@@ -34,25 +56,67 @@ struct ConsumerArgs {
   float sm_scale_log2e;
 };
 
+// This warpgroup's 64 query rows as the A operand of Q.K^T: a descriptor of the tile in
+// shared memory, or (SM90_Q_IN_REGISTERS) its A fragments loaded once per tile, which
+// spares the tensor cores re-reading Q from shared memory every block.
+template <int D>
+struct QOperand {
+  u64 desc;
+  u32 frag[SM90_Q_IN_REGISTERS ? D / 32 : 1][4];
+
+  // Loads the fragments from the TMA tile (rows of D bytes, the hardware swizzle of D).
+  SAGE_DEVICE void load(const u8 *tile, int thread) {
+    if (!SM90_Q_IN_REGISTERS) return;
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const int row = wgmma_a8_row(thread, w), col = 32 * kk + wgmma_a8_col(thread, w);
+        const int chunk = (col / 16) ^ (D == 128 ? row % 8 : (row / 2) % 4);
+        frag[SM90_Q_IN_REGISTERS ? kk : 0][w] = *reinterpret_cast<const u32 *>(tile + row * D + 16 * chunk + col % 16);
+      }
+  }
+};
+
 // Everything one block step needs besides the S buffers.
 template <int D, int STAGES, typename Smem>
 struct BlockContext {
   Smem &smem;
   RingPosition<STAGES> &ring;  // position of the block being computed
-  u64 desc_q;
+  const PingPong &turns;
+  QOperand<D> q;
   const float *k_scale;        // this (batch, kv head)'s k groups
   float q_mult;
+  float k_ahead;               // the k scale of the block being computed, loaded one block ahead
   int blocks, warp_row0, lane, n_kv, shift;  // warp_row0: the warp's first query row
   bool causal, per_thread;
+
+  SAGE_DEVICE float load_k_scale(int j) const { return k_scale[per_thread ? 4 * j + lane % 4 : j]; }
+  // Block j's k scale; starts the load of block j+1's, so its latency hides behind this block.
+  SAGE_DEVICE float take_k_scale(int j) {
+    const float now = k_ahead;
+    if (j + 1 < blocks) k_ahead = load_k_scale(j + 1);
+    return now;
+  }
 };
 
 template <int D>
-SAGE_DEVICE void issue_scores(i32 (&s)[SM90_S_REGS], u64 desc_q, const u8 *k_tile) {
+SAGE_DEVICE void issue_scores(i32 (&s)[SM90_S_REGS], const QOperand<D> &q, const u8 *k_tile) {
   const u64 desc_k = wgmma_desc_k_major<D>(k_tile);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < D / 32; ++kk)
-    wgmma_m64n128k32_s32_s8_s8(s, wgmma_desc_advance(desc_q, 32 * kk), wgmma_desc_advance(desc_k, 32 * kk), kk > 0);
+  for (int kk = 0; kk < D / 32; ++kk) {
+    const u64 k_step = wgmma_desc_advance(desc_k, 32 * kk);
+    if (SM90_Q_IN_REGISTERS) {
+      const u32 (&q_step)[4] = q.frag[SM90_Q_IN_REGISTERS ? kk : 0];
+      if (kk == 0) wgmma_m64n128k32_s32_s8_s8_rs<false>(s, q_step, k_step);
+      else wgmma_m64n128k32_s32_s8_s8_rs<true>(s, q_step, k_step);
+    } else {
+      const u64 q_step = wgmma_desc_advance(q.desc, 32 * kk);
+      if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
+      else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
+    }
+  }
   wgmma_commit();
 }
 
@@ -77,7 +141,10 @@ SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[SM90_PV_STEPS][4
   const u64 desc_v = wgmma_desc_k_major<128>(v_tile);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < SM90_PV_STEPS; ++k) wgmma_pv_step<D>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k), k > 0);
+  for (int k = 0; k < SM90_PV_STEPS; ++k) {
+    if (k == 0) wgmma_pv_step<D, false>(inner, p[k], desc_v);
+    else wgmma_pv_step<D, true>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k));
+  }
   wgmma_commit();
 }
 
@@ -94,13 +161,13 @@ template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[SM90_S_REGS],
                                           i32 (&next)[SM90_S_REGS], float (&o)[D / 2], float (&m)[2],
                                           float (&l)[2]) {
-  const float k_mult = c.k_scale[c.per_thread ? 4 * j + c.lane % 4 : j];
+  const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   const bool has_next = j + 1 < c.blocks;
   c.ring.advance();
   if (has_next) {
     c.smem.ring.consumer_wait(c.ring);
-    issue_scores<D>(next, c.desc_q, c.smem.k[c.ring.stage]);
+    issue_scores<D>(next, c.q, c.smem.k[c.ring.stage]);
     wgmma_wait<1>();
   } else {
     wgmma_wait<0>();
@@ -124,19 +191,26 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
                                       float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
-  const float k_mult = c.k_scale[c.per_thread ? 4 * j + c.lane % 4 : j];
+  const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   c.ring.advance();
   float alpha[2];
   u32 p[SM90_PV_STEPS][4];
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
   float inner[D / 2];
-  issue_pv<D>(inner, p, c.smem.v[stage]);
-  if (j + 1 < c.blocks) {
-    c.smem.ring.consumer_wait(c.ring);
-    issue_scores<D>(s, c.desc_q, c.smem.k[c.ring.stage]);
+  const bool has_next = j + 1 < c.blocks;
+  if (has_next) c.smem.ring.consumer_wait(c.ring);
+  if (SM90_PINGPONG(D)) c.turns.wait_turn();
+  if (SM90_ABLATE_PV) {
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) inner[i] = 0.0f;
+  } else {
+    issue_pv<D>(inner, p, c.smem.v[stage]);
   }
+  if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
+  if (SM90_PINGPONG(D) && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
+  if (SM90_PINGPONG(D) && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_pin(inner);
   wgmma_pin(s);
   warp_release(&c.smem.ring.empty[stage]);
@@ -151,6 +225,8 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
   const int group = tiles.heads / a.heads_kv;
   RingPosition<STAGES> ring;
   u32 q_parity = 0;
+  const PingPong turns(wg);
+  if (SM90_PINGPONG(D)) turns.start(wg);
   for (int ti = tiles.first(); tiles.valid(ti); ti = tiles.next(ti)) {
     const Tile tile = tiles(ti);
     const int q0 = tile.qblock * SM90_CTA_Q, hk = tile.head / group;
@@ -166,14 +242,18 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
 
     if (blocks > 0) {
       const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
-      BlockContext<D, STAGES, Smem> c{smem, ring, wgmma_desc_k_major<D>(smem.q + SM90_WG_ROWS * wg * D),
+      const u8 *q_tile = smem.q + SM90_WG_ROWS * wg * D;
+      BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       a.k_scale + bhk * a.k_groups, a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e,
-                                      blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread};
+                                      0.0f, blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread};
+      c.k_ahead = c.load_k_scale(0);
       mbarrier_wait_parity(&smem.q_slot.full, q_parity);
       q_parity ^= 1u;
+      c.q.load(q_tile, t);
+      if (SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // the next tile's Q may load now
       i32 sa[SM90_S_REGS];
       smem.ring.consumer_wait(ring);
-      issue_scores<D>(sa, c.desc_q, smem.k[ring.stage]);
+      issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[SM90_S_REGS];
         for (int j = 0; j < blocks; j += 2) {
@@ -185,7 +265,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
         wgmma_pin(sa);
         for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
       }
-      warp_release(&smem.q_slot.empty);  // every Q.K^T of this tile has completed
+      if (!SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // every Q.K^T of this tile has completed
     }
     sm90_store_output<D>(o, m, l, a.v_scale + bhk * D, a.out + tile.batch * a.o_sb + tile.head * a.o_sh, a.o_sn,
                          a.lse != nullptr ? a.lse + bh * a.n_q : nullptr, row0, a.n_q, lane,

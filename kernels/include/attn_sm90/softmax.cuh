@@ -20,6 +20,7 @@
 #pragma once
 #include "../convert.cuh"
 #include "../online_softmax.cuh"
+#include "ablation.cuh"
 #include "geometry.cuh"
 
 #define SM90_S_REGS 64  // the 64 x 128 int32 tile over a warpgroup: 64 per thread
@@ -40,12 +41,15 @@ struct BlockMask {
   }
 };
 
-// One key block: m (running max minus the fp8 offset), l (per-lane partial sums) and
-// alpha per row half; p[k] receives the e4m3 A fragment of P.V k32 step k. With MASKED,
-// hidden scores count as the sentinel (INT32 max) and as MASK_SCORE (exp2 argument).
+// One key block, in two calls so Q.K^T of the next block can be issued between them:
+// sm90_softmax_max updates m (running max minus the fp8 offset) and gives alpha per row
+// half; sm90_softmax_exp over chunks [C0, C1) of 16 keys adds to the per-lane partial
+// row sums and writes the e4m3 A fragments of those keys (p[k]: P.V k32 step k; chunks
+// 2k and 2k+1). With MASKED, hidden scores count as the sentinel (INT32 max) and as
+// MASK_SCORE (exp2 argument). The sums use P before fp8 rounding.
 template <bool MASKED>
-SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
-                                     float (&l)[2], float (&alpha)[2], u32 (&p)[SM90_PV_STEPS][4]) {
+SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
+                                  float (&alpha)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     i32 mx = SAGE_MASKED_S;
@@ -64,9 +68,13 @@ SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[SM90_S_REGS], const BlockMas
     alpha[h] = fast_exp2(m[h] - m_new);
     m[h] = m_new;
   }
-  float sum[2] = {0.0f, 0.0f};
+}
+
+template <bool MASKED, int C0, int C1>
+SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
+                                  float (&sum)[2], u32 (&p)[SM90_PV_STEPS][4]) {
 #pragma unroll
-  for (int c = 0; c < 8; ++c)      // 16 keys: n-tiles 2c and 2c + 1
+  for (int c = C0; c < C1; ++c)    // 16 keys: n-tiles 2c and 2c + 1
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
@@ -75,11 +83,20 @@ SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[SM90_S_REGS], const BlockMas
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
         float x = fmaf(__int2float_rn(s[i]), mult, -m[h]);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
-        pv[b] = fast_exp2(x);
+        pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : fast_exp2(x);
         sum[h] += pv[b];
       }
       p[c / 2][2 * (c % 2) + h] = e4m3x4(pv[0], pv[1], pv[2], pv[3]);
     }
+}
+
+// The whole block at once: max, then every chunk; l = l * alpha + the block's row sums.
+template <bool MASKED>
+SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
+                                     float (&l)[2], float (&alpha)[2], u32 (&p)[SM90_PV_STEPS][4]) {
+  sm90_softmax_max<MASKED>(s, mask, mult, m, alpha);
+  float sum[2] = {0.0f, 0.0f};
+  sm90_softmax_exp<MASKED, 0, 8>(s, mask, mult, m, sum, p);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);  // the sum uses P before fp8 rounding
+  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }

@@ -19,7 +19,7 @@
 // Protocol: wgmma_fence() before the first wgmma that touches registers written
 // since the last one; issue; wgmma_commit(); wgmma_wait<n>() before reading the
 // accumulators (or overwriting register A operands) of all but the n newest groups.
-// `accumulate == false` makes an instruction ignore the accumulator's old value.
+// ACCUMULATE == false makes an instruction ignore the accumulator's old value.
 #pragma once
 #include "../common.cuh"
 #include "arch_guard.cuh"
@@ -90,56 +90,73 @@ SAGE_DEVICE void wgmma_pin(T (&acc)[N]) {
 #define SAGE_IO64(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16), SAGE_IO16(c, a, 32), SAGE_IO16(c, a, 48)
 #define SAGE_INOUT_S32(x) "+r"(x)
 #define SAGE_INOUT_F32(x) "+f"(x)
+#define SAGE_OUT_S32(x) "=r"(x)
+#define SAGE_OUT_F32(x) "=f"(x)
 
-// ---- Q.K^T: int8 x int8 -> int32, both operands from shared memory -------------------
+// Every instruction comes in two forms, chosen at compile time by ACCUMULATE:
+// true adds to the accumulator (its registers are read and written), false ignores its
+// old value and tells the compiler so (write-only operands): the registers of a fresh
+// accumulator are then free until the instruction, which is what lets two score
+// buffers share the register file (a read-write operand would keep the previous
+// contents alive). `PRED` is the operand number of the scale-d flag.
+#define SAGE_WGMMA(ACCUMULATE, INSTR, OPERANDS, PRED, IO, ACC, INOUT, OUT, ...)            \
+  do {                                                                                    \
+    if constexpr (ACCUMULATE) {                                                           \
+      asm volatile("{\n .reg .pred keep;\n setp.ne.b32 keep, %" #PRED ", 0;\n " INSTR OPERANDS \
+                   "\n}\n"                                                               \
+                   : IO(INOUT, ACC)                                                       \
+                   : __VA_ARGS__, "n"(1));                                                \
+    } else {                                                                              \
+      asm volatile("{\n .reg .pred keep;\n setp.ne.b32 keep, %" #PRED ", 0;\n " INSTR OPERANDS \
+                   "\n}\n"                                                               \
+                   : IO(OUT, ACC)                                                         \
+                   : __VA_ARGS__, "n"(0));                                                \
+    }                                                                                     \
+  } while (0)
+
+// ---- Q.K^T: int8 x int8 -> int32, K (and Q) from shared memory -----------------------
 
 // S[64 x 128] (+)= Q[64 x 32] . K[128 x 32]^T  (one k32 step of the score tile).
-SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8(i32 (&s)[64], u64 desc_q, u64 desc_k, bool accumulate) {
-  asm volatile(
-      "{\n"
-      "  .reg .pred keep;\n"
-      "  setp.ne.b32 keep, %66, 0;\n"
-      "  wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 " SAGE_ACC64_OPERANDS ", %64, %65, keep;\n"
-      "}\n"
-      : SAGE_IO64(SAGE_INOUT_S32, s)
-      : "l"(desc_q), "l"(desc_k), "r"(static_cast<int>(accumulate)));
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8(i32 (&s)[64], u64 desc_q, u64 desc_k) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 ",
+             SAGE_ACC64_OPERANDS ", %64, %65, keep;", 66, SAGE_IO64, s, SAGE_INOUT_S32, SAGE_OUT_S32,
+             "l"(desc_q), "l"(desc_k));
+}
+
+// The same step with Q's A fragment in registers (four 32-bit words, wgmma_a8_row/col).
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8_rs(i32 (&s)[64], const u32 (&q)[4], u64 desc_k) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 ",
+             SAGE_ACC64_OPERANDS ", {%64, %65, %66, %67}, %68, keep;", 69, SAGE_IO64, s, SAGE_INOUT_S32,
+             SAGE_OUT_S32, "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]), "l"(desc_k));
 }
 
 // ---- P.V: e4m3 x e4m3 -> fp32, P from registers, V^T (K-major) from shared memory ----
 
 // O[64 x 64] (+)= P[64 x 32] . V[32 x 64]  (V^T rows = the 64 channels, keys contiguous).
-SAGE_DEVICE void wgmma_m64n64k32_f32_e4m3_e4m3(float (&o)[32], const u32 (&p)[4], u64 desc_vt, bool accumulate) {
-  asm volatile(
-      "{\n"
-      "  .reg .pred keep;\n"
-      "  setp.ne.b32 keep, %37, 0;\n"
-      "  wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " SAGE_ACC32_OPERANDS
-      ", {%32, %33, %34, %35}, %36, keep, 1, 1;\n"
-      "}\n"
-      : SAGE_IO32(SAGE_INOUT_F32, o)
-      : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt), "r"(static_cast<int>(accumulate)));
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n64k32_f32_e4m3_e4m3(float (&o)[32], const u32 (&p)[4], u64 desc_vt) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 ",
+             SAGE_ACC32_OPERANDS ", {%32, %33, %34, %35}, %36, keep, 1, 1;", 37, SAGE_IO32, o, SAGE_INOUT_F32,
+             SAGE_OUT_F32, "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt));
 }
 
 // O[64 x 128] (+)= P[64 x 32] . V[32 x 128]  (V^T rows = the 128 channels, keys contiguous).
-SAGE_DEVICE void wgmma_m64n128k32_f32_e4m3_e4m3(float (&o)[64], const u32 (&p)[4], u64 desc_vt, bool accumulate) {
-  asm volatile(
-      "{\n"
-      "  .reg .pred keep;\n"
-      "  setp.ne.b32 keep, %69, 0;\n"
-      "  wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " SAGE_ACC64_OPERANDS
-      ", {%64, %65, %66, %67}, %68, keep, 1, 1;\n"
-      "}\n"
-      : SAGE_IO64(SAGE_INOUT_F32, o)
-      : "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt), "r"(static_cast<int>(accumulate)));
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n128k32_f32_e4m3_e4m3(float (&o)[64], const u32 (&p)[4], u64 desc_vt) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 ",
+             SAGE_ACC64_OPERANDS ", {%64, %65, %66, %67}, %68, keep, 1, 1;", 69, SAGE_IO64, o, SAGE_INOUT_F32,
+             SAGE_OUT_F32, "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt));
 }
 
 // The P.V instruction for a head dim (64 or 128): one k32 step over all channels.
-template <int HEAD_DIM>
-SAGE_DEVICE void wgmma_pv_step(float (&o)[HEAD_DIM / 2], const u32 (&p)[4], u64 desc_vt, bool accumulate) {
+template <int HEAD_DIM, bool ACCUMULATE>
+SAGE_DEVICE void wgmma_pv_step(float (&o)[HEAD_DIM / 2], const u32 (&p)[4], u64 desc_vt) {
   static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "head_dim 64 or 128");
   if constexpr (HEAD_DIM == 64) {
-    wgmma_m64n64k32_f32_e4m3_e4m3(o, p, desc_vt, accumulate);
+    wgmma_m64n64k32_f32_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
   } else {
-    wgmma_m64n128k32_f32_e4m3_e4m3(o, p, desc_vt, accumulate);
+    wgmma_m64n128k32_f32_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
   }
 }

@@ -1,0 +1,18 @@
+// Leave-one-out switches for timing experiments (scripts/sweep_sm90.py --ablate): each
+// removes one unit's work from the consumer loop so the time it costs shows as a
+// difference (device/METHOD.md: place time inside a kernel by leaving a stage out).
+// The outputs are WRONG with any switch on; the default build has them all off.
+//   SM90_ABLATE_EXP2  exp2 by an FMA instead of the MUFU unit
+//   SM90_ABLATE_PV    no P.V wgmma (the inner accumulator is zero)
+//   SM90_ABLATE_QK    no Q.K^T wgmma after the first block (scores reused)
+#pragma once
+
+#ifndef SM90_ABLATE_EXP2
+#define SM90_ABLATE_EXP2 0
+#endif
+#ifndef SM90_ABLATE_PV
+#define SM90_ABLATE_PV 0
+#endif
+#ifndef SM90_ABLATE_QK
+#define SM90_ABLATE_QK 0
+#endif

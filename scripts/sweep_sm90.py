@@ -1,0 +1,123 @@
+"""Schedules and ring depths of the Hopper kernel, timed kernel-only on one GPU (sm_90).
+
+Usage (repository root):
+    python3 scripts/sweep_sm90.py [--build-only] [--out FILE.json]
+
+Each variant is one build of kernels/attn_sm90.cu (ring depth = the `stages` template
+argument; schedule = the -D macros of kernels/include/attn_sm90/mainloop.cuh) run on
+the same prepared (already quantized) inputs, median of CUDA-event timings, checked
+bit-for-bit or within the parity tolerance against the default build. --build-only
+compiles every variant into the kernel cache (no GPU needed), so a GPU host with a
+carried cache spends its time measuring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+SHAPES = [(2, 32, 16384, 128, False), (2, 32, 16384, 128, True), (2, 32, 16384, 64, False), (32, 32, 1024, 128, False)]
+SCHEDULES = {
+    "default": (),
+    "no-pingpong": ("-DSM90_SERIAL_PINGPONG=0",),
+    "q-in-registers": ("-DSM90_Q_IN_REGISTERS=1",),
+    "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
+}
+#: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
+ABLATIONS = {
+    "ablate: no exp2": ("-DSM90_ABLATE_EXP2=1",),
+    "ablate: no P.V": ("-DSM90_ABLATE_PV=1",),
+    "ablate: no Q.K^T": ("-DSM90_ABLATE_QK=1",),
+    "ablate: no P.V, no Q.K^T": ("-DSM90_ABLATE_PV=1", "-DSM90_ABLATE_QK=1"),
+}
+STAGES = {128: (2, 4), 64: (4, 6)}
+
+
+def variants(d: int, ablate: bool = False):
+    if ablate:
+        yield "default", None, ()
+        for name, options in ABLATIONS.items():
+            yield name, None, options
+        return
+    for name, options in SCHEDULES.items():
+        if name.startswith("d64") and d != 64:
+            continue
+        for stages in STAGES[d] if name == "default" else (None,):
+            yield name, stages, options
+
+
+def build_all() -> None:
+    from sagelib.cuda import instances
+    from sagelib.cuda.build import BuildRequest, compile_cubin
+    from sagelib.cuda.ops_sm90 import ARCH, check_stages
+
+    for d in (64, 128):
+        for name, stages, options in [*variants(d), *variants(d, ablate=True)]:
+            built = compile_cubin(BuildRequest("attn_sm90.cu", (instances.attn_sm90(d, check_stages(d, stages)),),
+                                               ARCH, tuple(options)))
+            print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")
+
+
+def time_ms(fn, reps=20) -> float:
+    import torch
+
+    for _ in range(3):
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) for s, e in zip(starts, ends))[reps // 2]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--ablate", action="store_true", help="time the leave-one-out builds instead")
+    parser.add_argument("--shapes", default=None, help="B:H:N:D[:causal],... (default: the issue's shapes)")
+    args = parser.parse_args(argv)
+    if args.build_only:
+        build_all()
+        return 0
+    import torch
+
+    from sagelib.cuda import ops_sm90
+
+    reason = ops_sm90.unavailable_reason()
+    if reason:
+        print(reason, file=sys.stderr)
+        return 2
+    rows = []
+    print(f"{'shape':<24} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check")
+    shapes = SHAPES if not args.shapes else [
+        tuple(int(x) for x in s.split(":")[:4]) + (s.endswith(":causal"),) for s in args.shapes.split(",")]
+    for b, h, n, d, causal in shapes:
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+        p = ops_sm90.prepare(q, k, v, causal=causal, check_finite=False)
+        ops = 4 * b * h * n * n * d / (2 if causal else 1)
+        reference = ops_sm90.run_attention(p)
+        base = None
+        for name, stages, options in variants(d, args.ablate):
+            out = ops_sm90.run_attention(p, stages=stages, build_options=options)
+            diff = float((out.double() - reference.double()).abs().sum() / reference.double().abs().sum())
+            ms = time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options))
+            base = base or ms
+            row = {"shape": f"B{b} H{h} N{n} D{d}{' causal' if causal else ''}", "variant": name,
+                   "stages": stages or ops_sm90.check_stages(d, None), "ms": ms, "tops": ops / ms / 1e9,
+                   "rel_l1_to_default": diff}
+            rows.append(row)
+            print(f"{row['shape']:<24} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
+                  f"{base / ms:10.3f} {'ok' if diff < 2e-3 else f'differs {diff:.1e}'}", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"command": "python3 scripts/sweep_sm90.py", "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
