@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
     const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
     const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn, float *__restrict__ lse,
     int n_q, int n_kv, int heads_q, int heads_kv, int batch, int q_groups, int k_groups, int flags, int causal_shift,
-    float sm_scale_log2e) {
+    float sm_scale_log2e, u64 *trace) {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   extern __shared__ u8 smem_raw[];
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
@@ -63,5 +63,5 @@ __global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
   warpgroup_regs_claim<SM90_CONSUMER_REGS>();
   consume<D, STAGES>(smem, tiles,
                      ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
-                                  k_groups, flags, causal_shift, sm_scale_log2e});
+                                  k_groups, flags, causal_shift, sm_scale_log2e, trace});
 }

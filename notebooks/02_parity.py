@@ -16,7 +16,9 @@
 # The `cuda` backend runs three kernels from `kernels/`: Q to INT8 (`quant_qk.cu`),
 # K smoothing + INT8 K + V to e4m3 in one persistent launch (`quant_kv.cu`), and the
 # portable mma.sync attention kernel (`attn_mma.cu`, the contract's `sm89` geometry).
-# Each has a contract twin. This report checks them stage by stage on fresh random
+# The `cuda-sm90` backend runs the same quantizers with the `sm90` geometry and the
+# Hopper kernel (`attn_sm90.cu`: TMA, wgmma, two consumer warpgroups); its sweep is the
+# last section. Each has a contract twin. This report checks them stage by stage on fresh random
 # inputs:
 #
 # * quantized tensors (int8 values, e4m3 bytes, scales, the k mean) **bit-exact**;
@@ -123,3 +125,31 @@ for name in ("contract_vs_float64", "kernel_vs_float64", "kernel_vs_contract"):
         fig = plots.heatmap(maps[name], xlabel="query block (128)", ylabel="head", title=name.replace("_", " "),
                             colorbar_label="relative L1")
         results.figure(fig, name)
+
+# %% [markdown]
+# ## The Hopper kernel (`cuda-sm90`, contract preset `sm90`)
+# The same sweep through the sm_90a kernel. It implements the preset's fp32+fp32
+# accumulation only, so every case runs in that mode (the label says so). Its V operand
+# is the contract's sm90 V with every 16 tokens in the sm89 order (what lets P feed the
+# P.V wgmma without shuffles); the V check compares exactly that.
+
+# %%
+sm90_reason = parity.kernel_unavailable_reason(device, "cuda-sm90")
+results.add("sm90_kernel_status", sm90_reason or f"run on {device}")
+if sm90_reason:
+    display(Markdown(f"**Hopper kernel not run:** {sm90_reason}"))
+    results.headline("sm90 parity cases passed", "not run", note=sm90_reason)
+else:
+    sm90_rows = [parity.run_case(case, device, backend="cuda-sm90")
+                 for case in parity.default_sweep(n_values, head_dims)]
+    results.add("sm90_sweep", sm90_rows)
+    results.headline("sm90 parity cases passed", f"{sum(r['passed'] for r in sm90_rows)}/{len(sm90_rows)}")
+    results.headline("sm90 largest kernel-vs-contract rel L1", max(r["to_contract"] for r in sm90_rows),
+                     note=f"tolerance {parity.ATTN_REL_L1}")
+    fig = plots.grouped_bars(
+        [r["label"] for r in sm90_rows],
+        {"contract (sm90)": [r["contract_err"] for r in sm90_rows], "Hopper kernel": [r["kernel_err"] for r in sm90_rows]},
+        ylabel="relative L1 vs float64", title="Hopper kernel: error against float64", value_format="%.3f")
+    results.figure(fig, "sm90_error_vs_float64")
+    plots.table(sm90_rows, ["label", "seed", "passed", "qk_bit_exact", "v_bit_exact", "to_contract", "kernel_err",
+                            "contract_err", "lse_err"])

@@ -27,7 +27,7 @@
 # %% tags=["parameters"]
 output_dir = "outputs/interactive/04_profile"
 device = "cuda"
-backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda"]
+backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90"]
 shape = "1:32:4096:128"
 causal = False
 mode = "end_to_end"

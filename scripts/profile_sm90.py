@@ -4,6 +4,7 @@ Usage (sm_90 host):
     ncu --clock-control none -k regex:attn_sm90 --launch-skip 1 --launch-count 1 ... \
         python3 scripts/profile_sm90.py --shape 2:32:8192:128
     python3 scripts/profile_sm90.py --seconds 3     # a steady load (for nvidia-smi clock readings)
+    python3 scripts/profile_sm90.py --trace         # the consumer warps' phase timeline (SM90_TRACE build)
 """
 
 from __future__ import annotations
@@ -17,6 +18,33 @@ import torch
 from sagelib.cuda import ops_sm90
 
 
+POINTS = ("start", "softmax done", "turn", "issued", "complete", "folded")
+
+
+def print_trace(p, options) -> int:
+    """Per block of warp 0 of each consumer warpgroup: cycles spent in each phase, and the overlap."""
+    trace = torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int64, device="cuda")
+    for _ in range(2):  # the second launch is warm
+        trace.zero_()
+        ops_sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace)
+    torch.cuda.synchronize()
+    t = trace.cpu()
+    t0 = int(t[t > 0].min())
+    print("cycles from the first stamp; per block: softmax | wait turn | issue | wgmma wait | fold")
+    for warp in (0, 4):
+        print(f"consumer warpgroup {warp // 4}, warp 0:")
+        for j in range(2, 12):
+            s = [int(x) - t0 for x in t[warp, j]]
+            if s[0] < 0:
+                break
+            print(f"  block {j:2d} start {s[0]:8d}  softmax {s[1] - s[0]:5d} | turn {s[2] - s[1]:5d} | "
+                  f"issue {s[3] - s[2]:4d} | wait {s[4] - s[3]:5d} | fold {s[5] - s[4]:4d}")
+    steady = t[0, 8:40]
+    period = float((steady[1:, 0] - steady[:-1, 0]).float().median())
+    print(f"median block period, warp 0: {period:.0f} cycles")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", default="2:32:8192:128", help="B:H:N:D")
@@ -24,11 +52,14 @@ def main(argv=None) -> int:
     parser.add_argument("--launches", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=0.0, help="keep launching for this long instead")
     parser.add_argument("--define", action="append", default=[], help="a -D option for the kernel build")
+    parser.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0's first tile")
     args = parser.parse_args(argv)
     b, h, n, d = (int(x) for x in args.shape.split(":"))
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     p = ops_sm90.prepare(q, k, v, causal=args.causal, check_finite=False)
     options = tuple(f"-D{x}" for x in args.define)
+    if args.trace:
+        return print_trace(p, options)
     run = lambda: ops_sm90.run_attention(p, build_options=options)  # noqa: E731
     for _ in range(args.launches):
         run()

@@ -22,6 +22,9 @@ SCHEDULES = {
     "default": (),
     "no-pingpong": ("-DSM90_SERIAL_PINGPONG=0",),
     "q-in-registers": ("-DSM90_Q_IN_REGISTERS=1",),
+    "cvt-bias": ("-DSM90_CVT_BIAS=1",),
+    "turn=softmax": ("-DSM90_TURN_IS_SOFTMAX=1",),
+    "turn=softmax, cvt-bias": ("-DSM90_TURN_IS_SOFTMAX=1", "-DSM90_CVT_BIAS=1"),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
@@ -30,6 +33,8 @@ ABLATIONS = {
     "ablate: no P.V": ("-DSM90_ABLATE_PV=1",),
     "ablate: no Q.K^T": ("-DSM90_ABLATE_QK=1",),
     "ablate: no P.V, no Q.K^T": ("-DSM90_ABLATE_PV=1", "-DSM90_ABLATE_QK=1"),
+    "ablate: no score cvt": ("-DSM90_ABLATE_CVT=1",),
+    "ablate: no e4m3 pack": ("-DSM90_ABLATE_PACK=1",),
 }
 STAGES = {128: (2, 4), 64: (4, 6)}
 

@@ -17,7 +17,7 @@ import torch
 
 from sagelib import contract
 from sagelib.contract import presets as P
-from sagelib.cuda import ops_sm90
+from sagelib.cuda import ops_sm90, parity
 from sagelib.cuda.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 
 gpu = pytest.mark.gpu
@@ -61,9 +61,7 @@ def test_v_operand_is_the_contract_v_permuted_in_16s(n, d, dtype, layout):
     p = ops_sm90.prepare(q, k, v, layout=layout)
     ref = contract.quantize_v(v, layout=layout, preset="sm90", pv_accum="fp32+fp32")
     assert p.v_fp8.shape[-1] % 128 == 0 and p.v_fp8.shape[-1] == ref.v_fp8.shape[-1]
-    order = torch.tensor(P.SM89_V_PERMUTATION, device="cuda")
-    index = (torch.arange(p.v_fp8.shape[-1], device="cuda") // 16) * 16 + order.repeat(p.v_fp8.shape[-1] // 16)
-    expected = ref.v_fp8.view(torch.uint8)[..., index]
+    expected = parity.sm89_permuted(ref.v_fp8)
     assert torch.equal(p.v_scale[..., :d], ref.v_scale), f"v_scale differs (seed={seed})"
     diff = p.v_fp8[:, :, :d].view(torch.uint8) != expected
     assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes (seed={seed})"
@@ -161,7 +159,29 @@ def test_backend_runs_and_kernel_only_matches():
     assert backends.resolve_auto() == "cuda-sm90"
 
 
+@gpu
+def test_parity_sweep_rows_pass_on_the_hopper_kernel():
+    _needs_sm90()
+    rows = [parity.run_case(c, "cuda", backend="cuda-sm90")
+            for c in parity.default_sweep(n_values=(17, 300), head_dims=(64, 128))]
+    assert all(r["kernel"] == "run" and r["preset"] == "sm90" and r["pv_accum"] == "fp32+fp32" for r in rows)
+    assert all(r["passed"] for r in rows), [r["label"] for r in rows if not r["passed"]]
+
+
 # ---------------------------------------------------------------- no GPU needed
+
+
+def test_parity_rows_name_the_kernel_and_its_mode():
+    row = parity.run_case(parity.ParityCase(5, 9, 64, pv_accum="fp32+fp16"), "cpu", seed=1, backend="cuda-sm90")
+    assert row["kernel"] == "not run" and row["preset"] == "sm90" and row["pv_accum"] == "fp32+fp32"
+    assert "fp32+fp32" in row["label"] and 0 < row["contract_err"] < 0.2
+    with pytest.raises(ValueError, match="backend: expected one of"):
+        parity.run_case(parity.ParityCase(5, 9, 64), "cpu", backend="sdpa-flash")
+
+
+def test_sm89_permutation_moves_every_16_tokens():
+    x = torch.arange(32, dtype=torch.uint8).view(torch.float8_e4m3fn).reshape(1, 32)
+    assert parity.sm89_permuted(x).flatten().tolist() == [*P.SM89_V_PERMUTATION, *(16 + t for t in P.SM89_V_PERMUTATION)]
 
 
 def test_shared_memory_budget_and_stage_checks():

@@ -34,6 +34,7 @@ CTA_Q, BLOCK_KEYS = 128, 128
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
+TRACE_SHAPE = (8, 64, 6)  #: consumer warps x key blocks x phase points (kernels/include/attn_sm90/trace.cuh)
 SM90_CAUSAL, SM90_PER_THREAD, SM90_OUT_BF16 = 1, 2, 4
 _OPTIONS = ("flavour", "smooth_k", "causal_alignment", "check_finite", "lse_correction", "stages")
 
@@ -107,11 +108,13 @@ def tensor_maps(p: PreparedAttention):
 
 
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
-                  build_options: tuple[str, ...] = ()):
+                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
-    ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=0",)``
-    to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``.
+    ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=1",)``
+    to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``; with
+    ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
+    of ``kernels/include/attn_sm90/trace.cuh``.
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
@@ -127,7 +130,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (THREADS, 1, 1),
            (*tensor_maps(p), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
-            I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E)),
+            I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), trace),
            shared_mem=shared_memory_bytes(width, stages), name="attn_sm90_kernel")
     out = _slice_head_dim(out, p.head_dim)
     if not return_lse:

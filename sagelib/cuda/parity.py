@@ -14,7 +14,7 @@ error maps the notebook draws.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -88,39 +88,84 @@ def make_inputs(case: ParityCase, device, seed: int, batch: int = 1, k_bias: flo
     return draw(case.heads_q, case.n_q), draw(case.heads_kv, case.n_kv, k_bias), draw(case.heads_kv, case.n_kv)
 
 
-def kernel_unavailable_reason(device) -> str | None:
+#: The kernels the sweep can check: backend name -> the contract preset it implements.
+KERNEL_PRESETS = {"cuda": "sm89", "cuda-sm90": "sm90"}
+
+
+def kernel_unavailable_reason(device, backend: str = "cuda") -> str | None:
     if torch.device(device).type != "cuda":
         return f"no GPU here (device {device}): kernel columns not run"
     from sagelib import backends
 
-    return backends.availability().get("cuda")
+    return backends.availability().get(backend, f"unknown backend {backend!r}")
 
 
-def run_case(case: ParityCase, device="cpu", seed: int | None = None) -> dict:
-    """One row of the sweep (JSON-able). ``seed`` None draws a fresh one (recorded in the row)."""
+def _qk_bit_exact(q, k, layout, preset, granularity) -> bool:
+    from sagelib.cuda import ops
+
+    ours = ops.quantize_qk(q, k, layout=layout, preset=preset, granularity=granularity)
+    ref = contract.quantize_qk(q, k, layout=layout, preset=preset, granularity=granularity)
+    return all(torch.equal(getattr(ours, n), getattr(ref, n)) for n in ("q_int8", "q_scale", "k_int8", "k_scale", "km"))
+
+
+def sm89_permuted(v_fp8: torch.Tensor) -> torch.Tensor:
+    """The bytes of a [..., N_pad] e4m3 tensor with every 16 tokens in the sm89 order (contract section 5)."""
+    from sagelib.contract import presets as P
+
+    n_pad = v_fp8.shape[-1]
+    order = torch.tensor(P.SM89_V_PERMUTATION, device=v_fp8.device)
+    index = (torch.arange(n_pad, device=v_fp8.device) // 16) * 16 + order.repeat(n_pad // 16)
+    return v_fp8.view(torch.uint8)[..., index]
+
+
+def _v_bit_exact(q, k, v, case: ParityCase, backend: str, pv_accum: str) -> bool:
+    from sagelib.cuda import ops, ops_sm90
+
+    if backend == "cuda-sm90":  # the operand the Hopper kernel reads: sm90 V, permuted like sm89
+        ours = ops_sm90.prepare(q, k, v, layout=case.layout, granularity=case.granularity)
+        ref = contract.quantize_v(v, layout=case.layout, preset="sm90", pv_accum=pv_accum)
+        d = case.head_dim
+        return torch.equal(ours.v_scale[..., :d], ref.v_scale) and torch.equal(
+            ours.v_fp8[:, :, :d].view(torch.uint8), sm89_permuted(ref.v_fp8))
+    ours = ops.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=pv_accum)
+    ref = contract.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=pv_accum)
+    return torch.equal(ours.v_scale, ref.v_scale) and torch.equal(ours.v_fp8.view(torch.uint8),
+                                                                 ref.v_fp8.view(torch.uint8))
+
+
+def _kernel_attention(backend: str):
+    from sagelib.cuda import ops, ops_sm90
+
+    return ops_sm90.attention if backend == "cuda-sm90" else ops.attention
+
+
+def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: str = "cuda") -> dict:
+    """One row of the sweep (JSON-able). ``seed`` None draws a fresh one (recorded in the row).
+
+    ``backend`` picks the kernel: ``cuda`` (the mma.sync kernel, contract preset sm89) or
+    ``cuda-sm90`` (the Hopper kernel, preset sm90, which implements fp32+fp32 only: the
+    case's pv_accum is replaced by it and the row says so).
+    """
+    if backend not in KERNEL_PRESETS:
+        raise ValueError(f"backend: expected one of {list(KERNEL_PRESETS)}, got {backend!r}")
     seed = int.from_bytes(os.urandom(4), "little") if seed is None else seed
+    preset = KERNEL_PRESETS[backend]
+    pv_accum = "fp32+fp32" if backend == "cuda-sm90" else case.pv_accum
     q, k, v = make_inputs(case, device, seed)
-    kw = dict(causal=case.causal, layout=case.layout, preset="sm89", granularity=case.granularity,
-              pv_accum=case.pv_accum, causal_alignment=case.alignment)
+    kw = dict(causal=case.causal, layout=case.layout, preset=preset, granularity=case.granularity,
+              pv_accum=pv_accum, causal_alignment=case.alignment)
     ref, ref_lse = contract.attention(q, k, v, return_lse=True, **kw)
     exact = contract.reference_attention(q, k, v, causal=case.causal, layout=case.layout,
                                          causal_alignment=case.alignment)
-    row = {**asdict(case), "label": case.label, "seed": seed, "contract_err": relative_l1(ref, exact)}
-    reason = kernel_unavailable_reason(device)
+    row = {**asdict(case), "pv_accum": pv_accum, "label": replace(case, pv_accum=pv_accum).label, "seed": seed,
+           "backend": backend, "preset": preset, "contract_err": relative_l1(ref, exact)}
+    reason = kernel_unavailable_reason(device, backend)
     if reason:
         row.update(kernel="not run", reason=reason, passed=None)
         return row
-    from sagelib.cuda import ops
-
-    ours_qk = ops.quantize_qk(q, k, layout=case.layout, preset="sm89", granularity=case.granularity)
-    ref_qk = contract.quantize_qk(q, k, layout=case.layout, preset="sm89", granularity=case.granularity)
-    qk_exact = all(torch.equal(getattr(ours_qk, n), getattr(ref_qk, n))
-                   for n in ("q_int8", "q_scale", "k_int8", "k_scale", "km"))
-    ours_v = ops.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=case.pv_accum)
-    ref_v = contract.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=case.pv_accum)
-    v_exact = torch.equal(ours_v.v_scale, ref_v.v_scale) and torch.equal(
-        ours_v.v_fp8.view(torch.uint8), ref_v.v_fp8.view(torch.uint8))
-    out, lse = ops.attention(q, k, v, return_lse=True, **kw)
+    qk_exact = _qk_bit_exact(q, k, case.layout, preset, case.granularity)
+    v_exact = _v_bit_exact(q, k, v, case, backend, pv_accum)
+    out, lse = _kernel_attention(backend)(q, k, v, return_lse=True, **kw)
     blind = torch.isinf(ref_lse)
     lse_err = float((lse[~blind] - ref_lse[~blind]).abs().max()) if bool((~blind).any()) else 0.0
     row.update(kernel="run", qk_bit_exact=qk_exact, v_bit_exact=v_exact, to_contract=relative_l1(out, ref),

@@ -5,6 +5,8 @@
 //   SM90_ABLATE_EXP2  exp2 by an FMA instead of the MUFU unit
 //   SM90_ABLATE_PV    no P.V wgmma (the inner accumulator is zero)
 //   SM90_ABLATE_QK    no Q.K^T wgmma after the first block (scores reused)
+//   SM90_ABLATE_CVT   scores reinterpreted as floats instead of converted (no I2FP)
+//   SM90_ABLATE_PACK  P not converted to e4m3 (the fp32 bits truncated instead)
 #pragma once
 
 #ifndef SM90_ABLATE_EXP2
@@ -15,4 +17,10 @@
 #endif
 #ifndef SM90_ABLATE_QK
 #define SM90_ABLATE_QK 0
+#endif
+#ifndef SM90_ABLATE_CVT
+#define SM90_ABLATE_CVT 0
+#endif
+#ifndef SM90_ABLATE_PACK
+#define SM90_ABLATE_PACK 0
 #endif

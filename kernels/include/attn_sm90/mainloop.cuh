@@ -19,6 +19,7 @@
 #include "pingpong.cuh"
 #include "scheduler.cuh"
 #include "softmax.cuh"
+#include "trace.cuh"
 
 #define SM90_CAUSAL 1
 #define SM90_PER_THREAD 2
@@ -41,6 +42,11 @@
 #ifndef SM90_PASS_AFTER_WAIT
 #define SM90_PASS_AFTER_WAIT 1
 #endif
+// What the turn covers: the softmax (the exp2 unit is what the two warpgroups would
+// otherwise share: their wgmma then alternate by themselves), or the wgmma batch.
+#ifndef SM90_TURN_IS_SOFTMAX
+#define SM90_TURN_IS_SOFTMAX 0
+#endif
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
@@ -54,6 +60,7 @@ struct ConsumerArgs {
   float *lse;
   int n_q, n_kv, heads_kv, q_groups, k_groups, flags, shift;
   float sm_scale_log2e;
+  u64 *trace;  // SM90_TRACE builds: the phase timestamps (trace.cuh); else unused
 };
 
 // This warpgroup's 64 query rows as the A operand of Q.K^T: a descriptor of the tile in
@@ -90,6 +97,7 @@ struct BlockContext {
   float k_ahead;               // the k scale of the block being computed, loaded one block ahead
   int blocks, warp_row0, lane, n_kv, shift;  // warp_row0: the warp's first query row
   bool causal, per_thread;
+  Tracer trace;
 
   SAGE_DEVICE float load_k_scale(int j) const { return k_scale[per_thread ? 4 * j + lane % 4 : j]; }
   // Block j's k scale; starts the load of block j+1's, so its latency hides behind this block.
@@ -191,16 +199,21 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
                                       float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+  c.trace.stamp(j, TRACE_START);
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   c.ring.advance();
   float alpha[2];
   u32 p[SM90_PV_STEPS][4];
+  if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
+  if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
+  c.trace.stamp(j, TRACE_SOFTMAX_DONE);
   float inner[D / 2];
   const bool has_next = j + 1 < c.blocks;
   if (has_next) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D)) c.turns.wait_turn();
+  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
+  c.trace.stamp(j, TRACE_TURN);
   if (SM90_ABLATE_PV) {
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) inner[i] = 0.0f;
@@ -208,13 +221,16 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
     issue_pv<D>(inner, p, c.smem.v[stage]);
   }
   if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
-  if (SM90_PINGPONG(D) && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  c.trace.stamp(j, TRACE_ISSUED);
+  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
-  if (SM90_PINGPONG(D) && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  c.trace.stamp(j, TRACE_COMPLETE);
+  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_pin(inner);
   wgmma_pin(s);
   warp_release(&c.smem.ring.empty[stage]);
   fold_block<D>(o, alpha, inner);
+  c.trace.stamp(j, TRACE_FOLDED);
 }
 
 template <int D, int STAGES, typename Smem>
@@ -245,7 +261,10 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
       const u8 *q_tile = smem.q + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       a.k_scale + bhk * a.k_groups, a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e,
-                                      0.0f, blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread};
+                                      0.0f, blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread,
+                                      Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && ti == tiles.first()
+                                                 ? a.trace + (4 * wg + warp) * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
+                                                 : nullptr}};
       c.k_ahead = c.load_k_scale(0);
       mbarrier_wait_parity(&smem.q_slot.full, q_parity);
       q_parity ^= 1u;

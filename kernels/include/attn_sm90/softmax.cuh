@@ -26,6 +26,14 @@
 #define SM90_S_REGS 64  // the 64 x 128 int32 tile over a warpgroup: 64 per thread
 #define SM90_PV_STEPS 4 // k32 steps of P.V per block; 4 A words each
 
+// INT32 score -> fp32, exactly (|S| < 2^22): cvt (I2FP) by default; SM90_CVT_BIAS=1 takes the
+// float-bias route of online_softmax.cuh instead (an integer add and a float add, off the
+// conversion pipe that ex2 and the e4m3 packing also use; a scripts/sweep_sm90.py variant).
+#ifndef SM90_CVT_BIAS
+#define SM90_CVT_BIAS 0
+#endif
+SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_to_float(s) : __int2float_rn(s); }
+
 SAGE_DEVICE int sm90_s_row(int lane, int i) { return lane / 4 + 8 * ((i / 2) % 2); }  // + 16 * warp
 SAGE_DEVICE int sm90_s_key(int lane, int i) { return 8 * (i / 4) + 2 * (lane % 4) + i % 2; }
 
@@ -81,12 +89,13 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[SM90_S_REGS], const BlockMask &
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
-        float x = fmaf(__int2float_rn(s[i]), mult, -m[h]);
+        float x = fmaf(SM90_ABLATE_CVT ? __int_as_float(s[i]) : sm90_score_to_float(s[i]), mult, -m[h]);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : fast_exp2(x);
         sum[h] += pv[b];
       }
-      p[c / 2][2 * (c % 2) + h] = e4m3x4(pv[0], pv[1], pv[2], pv[3]);
+      p[c / 2][2 * (c % 2) + h] = SM90_ABLATE_PACK ? (__float_as_uint(pv[0]) ^ __float_as_uint(pv[2]))
+                                                   : e4m3x4(pv[0], pv[1], pv[2], pv[3]);
     }
 }
 
