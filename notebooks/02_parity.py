@@ -70,7 +70,7 @@ if ran:
                      note=f"tolerance {parity.ATTN_REL_L1}")
 else:
     results.headline("parity cases passed", "not run", note=reason)
-    recorded, recorded_path = bench_records.latest(schema="sagelib.run/1", stem="gpu-run")
+    recorded, recorded_path = bench_records.latest(schema="sagelib.run/1")
     display(Markdown(bench_records.recorded_banner(recorded, recorded_path, reason)))
     if recorded:
         parity_run = next(nb for nb in recorded["run"]["notebooks"] if nb["name"] == "02_parity")

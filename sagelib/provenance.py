@@ -125,11 +125,15 @@ SOURCE_COMMIT_VARIABLE = "SAGELIB_SOURCE_COMMIT"
 def _git_state(root: Path) -> tuple[str | None, bool | None, dict[str, str]]:
     missing: dict[str, str] = {}
     commit, reason = _run(["git", "rev-parse", "HEAD"], cwd=root)
-    if commit is None and os.environ.get(SOURCE_COMMIT_VARIABLE):
-        # a copied tree without .git (a GPU host): the commit is what the copier declared, and says so
-        missing["git_commit"] = f"no git checkout here; commit declared by {SOURCE_COMMIT_VARIABLE}"
+    declared = os.environ.get(SOURCE_COMMIT_VARIABLE, "").strip()
+    if declared and (commit is None or not commit.strip().startswith(declared)):
+        # a copied tree (a GPU host): the commit is what the copier declared, and says so. A .git
+        # that came with the copy but names another HEAD is stale, so it is reported, not used.
+        missing["git_commit"] = (f"no git checkout here; commit declared by {SOURCE_COMMIT_VARIABLE}" if commit is None
+                                 else f"the .git here names HEAD {commit.strip()[:12]}, not the tree; commit declared "
+                                      f"by {SOURCE_COMMIT_VARIABLE}")
         missing["git_dirty"] = "unknown: the tree was copied, so git cannot compare it with the declared commit"
-        return os.environ[SOURCE_COMMIT_VARIABLE], None, missing
+        return declared, None, missing
     if commit is None:
         missing["git_commit"] = f"not a git checkout with commits ({reason}); set {SOURCE_COMMIT_VARIABLE} " \
                                 "when running a copied tree"

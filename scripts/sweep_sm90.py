@@ -65,18 +65,15 @@ def build_all() -> None:
 
 
 def time_ms(fn, reps=20) -> float:
+    """Median of ``reps`` CUDA-event timings of ``fn`` (sagelib.bench's timer)."""
+    import statistics
+
     import torch
 
-    for _ in range(3):
-        fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return sorted(s.elapsed_time(e) for s, e in zip(starts, ends))[reps // 2]
+    from sagelib import bench
+
+    config = bench.TimingConfig(warmup=3, reps=reps, min_reps=reps, budget_s=60.0)
+    return statistics.median(bench.time_calls([fn], torch.device("cuda"), config))
 
 
 def main(argv=None) -> int:

@@ -7,8 +7,6 @@ contract's own by more than ERROR_SLACK. Every test draws fresh random inputs
 (the seed is printed on failure). The input-validation tests at the end need no GPU.
 """
 
-import os
-
 import pytest
 import torch
 
@@ -19,26 +17,9 @@ from sagelib.cuda.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 gpu = pytest.mark.gpu
 
 
-def _seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
-def _inputs(b, hq, hkv, nq, nkv, d, dtype, layout, seed, k_bias=4.0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-
-    def make(h, n, bias=0.0):
-        x = torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.float32)
-        if bias:
-            x = x + bias * torch.randn(1, 1, 1, d, generator=g, device="cuda")
-        x = x.to(dtype)
-        return x if layout == "HND" else x.transpose(1, 2).contiguous()
-
-    return make(hq, nq), make(hkv, nkv, k_bias), make(hkv, nkv)
-
-
-def _rel_l1(a, b):
-    a, b = a.double(), b.double()
-    return float((a - b).abs().sum() / b.abs().sum().clamp_min(1e-30))
+_seed = parity.fresh_seed
+_inputs = parity.random_qkv  # (b, hq, hkv, nq, nkv, d, dtype, layout, seed) on the GPU
+_rel_l1 = parity.relative_l1
 
 
 QK_CASES = [
@@ -162,19 +143,9 @@ def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, 
     out, lse = ops.attention(q, k, v, **kw)
     ref, ref_lse = contract.attention(q, k, v, **kw)
     exact = contract.reference_attention(q, k, v, causal=causal, layout=layout, causal_alignment=align)
-    msg = f"seed={seed}"
-    assert out.shape == ref.shape and out.dtype == ref.dtype
-    assert bool(torch.isfinite(out).all()), f"non-finite output ({msg})"
-    to_contract = _rel_l1(out, ref)
-    ours_err, contract_err = _rel_l1(out, exact), _rel_l1(ref, exact)
-    print(f"[parity] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran} {accum}: "
-          f"rel_l1 to contract {to_contract:.2e}, vs float64 ours {ours_err:.3e} contract {contract_err:.3e}")
-    assert to_contract <= ATTN_REL_L1, f"rel L1 to contract {to_contract:.3e} > {ATTN_REL_L1} ({msg})"
-    assert ours_err <= contract_err * ERROR_SLACK + 1e-5, f"kernel error {ours_err:.3e} vs contract {contract_err:.3e} ({msg})"
-    blind = torch.isinf(ref_lse)
-    assert torch.equal(torch.isinf(lse), blind), f"lse -inf rows differ ({msg})"
-    lse_err = float((lse[~blind] - ref_lse[~blind]).abs().max()) if bool((~blind).any()) else 0.0
-    assert lse_err <= LSE_ABS, f"lse differs by {lse_err:.3e} ({msg})"
+    check = parity.against_contract(out, lse, ref, ref_lse, exact)
+    print(f"[parity] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: {check}")
+    assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 
 
 @gpu

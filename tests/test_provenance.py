@@ -207,3 +207,20 @@ def test_copied_tree_without_git_records_the_declared_commit(tmp_path, monkeypat
     assert env["git_commit"] == "abc123" and env["git_dirty"] is None
     assert "declared by SAGELIB_SOURCE_COMMIT" in env["missing"]["git_commit"]
     assert "copied" in env["missing"]["git_dirty"]
+
+
+def test_a_declared_commit_wins_over_a_stale_git_head(tmp_path, monkeypatch):
+    """A copied tree whose .git names another HEAD records the declared commit and says why."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, "abc123")
+    env = provenance.environment(tmp_path)
+    assert env["git_commit"] == "abc123" and env["git_dirty"] is None
+    assert "names HEAD" in env["missing"]["git_commit"]
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, head[:7])
+    env = provenance.environment(tmp_path)
+    assert env["git_commit"] == head.strip() and "git_commit" not in env["missing"]

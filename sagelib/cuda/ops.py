@@ -313,25 +313,46 @@ def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="
             pv_accum="fp32+fp32", flavour=None, smooth_k=True, causal_alignment="bottom_right",
             check_finite=True) -> PreparedAttention:
     """Validate and quantize (stages 1, 2, 5) for :func:`run_attention`."""
+    return prepare_for(MMA_TARGET, q, k, v, causal=causal,
+                       sm_scale=sm_scale, layout=layout, granularity=granularity, pv_accum=pv_accum, flavour=flavour,
+                       smooth_k=smooth_k, causal_alignment=causal_alignment, check_finite=check_finite)
+
+
+@dataclass(frozen=True)
+class KernelTarget:
+    """What an attention kernel reads: its contract preset, the accumulation modes it has, its V order."""
+
+    preset: str
+    pv_accum: tuple[str, ...]
+    name: str  #: for error messages
+    permute_v: bool | None = None  #: None: the preset's own V order
+
+
+MMA_TARGET = KernelTarget(ATTN_PRESET, ATTN_PV_ACCUM, "the mma.sync kernel")
+
+
+def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
+                smooth_k, causal_alignment, check_finite) -> PreparedAttention:
+    """Validate and quantize q, k, v (stages 1, 2, 5) the way ``target`` reads them."""
     shapes = check_qkv(q, k, v, layout, check_finite=check_finite)
     width = _kernel_head_dim(shapes.head_dim)
     _require_cuda(("q", q), ("k", k), ("v", v))
     if granularity not in ATTN_GRANULARITIES:
-        raise ValueError(f"granularity: the mma.sync kernel implements {list(ATTN_GRANULARITIES)}, got {granularity!r}")
-    if pv_accum not in ATTN_PV_ACCUM:
-        raise ValueError(f"pv_accum: the mma.sync kernel implements {list(ATTN_PV_ACCUM)}, got {pv_accum!r}")
+        raise ValueError(f"granularity: {target.name} implements {list(ATTN_GRANULARITIES)}, got {granularity!r}")
+    if pv_accum not in target.pv_accum:
+        raise ValueError(f"pv_accum: {target.name} implements {list(target.pv_accum)}, got {pv_accum!r}")
     if causal_alignment not in P.CAUSAL_ALIGNMENTS:
         raise ValueError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
     if not smooth_k:
-        raise ValueError("smooth_k: the mma.sync path always smooths K (exact for the output); pass smooth_k=True")
-    flavour = _flavour(flavour, ATTN_PRESET, granularity)
+        raise ValueError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
+    flavour = _flavour(flavour, target.preset, granularity)
     qh = _prepared(to_hnd(q, layout), width)
     kh = _prepared(to_hnd(k, layout), width)
     vh = _prepared(to_hnd(v, layout), width)
-    q_int8, q_scale = _quantize_int8(qh, q_geometry(ATTN_PRESET, granularity),
-                                     n_q_groups(shapes.n_q, ATTN_PRESET, granularity), flavour, "HND")
-    kv = _quantize_kv(kh, vh, preset=ATTN_PRESET, granularity=granularity, flavour=flavour, pv_accum=pv_accum,
-                      layout="HND", do_k=True, do_v=True)
+    q_int8, q_scale = _quantize_int8(qh, q_geometry(target.preset, granularity),
+                                     n_q_groups(shapes.n_q, target.preset, granularity), flavour, "HND")
+    kv = _quantize_kv(kh, vh, preset=target.preset, granularity=granularity, flavour=flavour, pv_accum=pv_accum,
+                      layout="HND", do_k=True, do_v=True, permute_v=target.permute_v)
     return PreparedAttention(
         q_int8=q_int8, q_scale=q_scale, k_int8=kv.k_int8, k_scale=kv.k_scale, km=kv.km, v_fp8=kv.v_fp8,
         v_scale=kv.v_scale, q_hnd=to_hnd(q, layout), n_q=shapes.n_q, n_kv=shapes.n_kv, head_dim=shapes.head_dim,
@@ -339,16 +360,44 @@ def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="
         causal_alignment=causal_alignment, sm_scale=default_sm_scale(shapes.head_dim, sm_scale))
 
 
+def output_buffers(p: PreparedAttention, return_lse: bool):
+    """(out in the caller's layout, its HND view, lse or None) for an attention kernel to write."""
+    b, h_q, n_q, width = p.q_int8.shape
+    out, out_hnd = _empty_like_layout((b, h_q, n_q, width), p.dtype, p.layout, p.q_int8.device)
+    lse = torch.empty((b, h_q, n_q), dtype=torch.float32, device=p.q_int8.device) if return_lse else None
+    return out, out_hnd, lse
+
+
+def kernel_flags(p: PreparedAttention) -> int:
+    """The `flags` argument both attention kernels take (ATTN_CAUSAL | ATTN_PER_THREAD | ATTN_OUT_BF16)."""
+    return (ATTN_CAUSAL if p.causal else 0) | (ATTN_PER_THREAD if p.granularity == "per_thread" else 0) \
+        | (ATTN_OUT_BF16 if p.dtype == torch.bfloat16 else 0)
+
+
+def causal_shift(p: PreparedAttention) -> int:
+    """Keys a query row sees beyond its own index when causal: N_kv - N_q bottom-right, 0 top-left."""
+    return p.n_kv - p.n_q if p.causal_alignment == "bottom_right" else 0
+
+
+def finish_outputs(p: PreparedAttention, out: torch.Tensor, lse: torch.Tensor | None):
+    """The kernel's outputs as the contract returns them: head dim unpadded, lse with the smoothing correction."""
+    out = _slice_head_dim(out, p.head_dim)
+    if lse is None:
+        return out
+    if p.km is not None:  # lse_true = lse_kernel + sm_scale * q . km, in fp32 (contract section 1)
+        h_q, h_kv = p.q_int8.shape[1], p.k_int8.shape[1]
+        heads = torch.arange(h_q, device=lse.device) // (h_q // h_kv)
+        km = p.km[:, heads, : p.head_dim].float()
+        lse = lse + p.sm_scale * torch.einsum("bhnd,bhd->bhn", p.q_hnd.float(), km)
+    return out, lse
+
+
 def run_attention(p: PreparedAttention, return_lse: bool = False):
     """Stages 3-7: the mma.sync kernel (kernels/attn_mma.cu) on prepared operands."""
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
-    dev = p.q_int8.device
-    out, out_hnd = _empty_like_layout((b, h_q, n_q, width), p.dtype, p.layout, dev)
-    lse = torch.empty((b, h_q, n_q), dtype=torch.float32, device=dev) if return_lse else None
-    flags = (ATTN_CAUSAL if p.causal else 0) | (ATTN_PER_THREAD if p.granularity == "per_thread" else 0) \
-        | (ATTN_OUT_BF16 if p.dtype == torch.bfloat16 else 0)
-    shift = p.n_kv - p.n_q if p.causal_alignment == "bottom_right" else 0
+    out, out_hnd, lse = output_buffers(p, return_lse)
+    flags, shift = kernel_flags(p), causal_shift(p)
     fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"))
     launch(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1),
            (p.q_int8, *_hnd_strides(p.q_int8), p.k_int8, *_hnd_strides(p.k_int8), p.v_fp8, p.q_scale, p.k_scale,
@@ -356,27 +405,27 @@ def run_attention(p: PreparedAttention, return_lse: bool = False):
             I32(h_q), I32(h_kv), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]), I32(flags), I32(shift),
             F32(p.sm_scale * P.LOG2E)),
            shared_mem=3 * 128 * width, name="attn_mma_kernel")
-    out = _slice_head_dim(out, p.head_dim)
-    if not return_lse:
-        return out
-    if p.km is not None:  # lse_true = lse_kernel + sm_scale * q . km, in fp32 (contract section 1)
-        heads = torch.arange(h_q, device=dev) // (h_q // h_kv)
-        km = p.km[:, heads, : p.head_dim].float()
-        lse = lse + p.sm_scale * torch.einsum("bhnd,bhd->bhn", p.q_hnd.float(), km)
-    return out, lse
+    return finish_outputs(p, out, lse)
+
+
+def checked_options(target: KernelTarget, preset: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
+    """The ``**options`` of an attention call for ``target``, validated; lse_correction removed."""
+    if preset != target.preset:
+        raise ValueError(f"preset: {target.name}'s geometry is the {target.preset!r} preset, got {preset!r}")
+    allowed = _ATTENTION_OPTIONS + extra
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"options: unknown or unsupported by {target.name}: {unknown}; expected some of {list(allowed)}")
+    options = dict(options)
+    if options.pop("lse_correction", "fp32") != "fp32":
+        raise ValueError(f"lse_correction: {target.name} adds the smoothing correction in fp32; pass 'fp32'")
+    return options
 
 
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm89", granularity="per_thread",
               pv_accum="fp32+fp32", return_lse=False, **options):
     """Our kernels behind :func:`sagelib.contract.attention`'s call (preset must be 'sm89')."""
-    if preset != ATTN_PRESET:
-        raise ValueError(f"preset: the mma.sync kernel's geometry is the {ATTN_PRESET!r} preset, got {preset!r}")
-    unknown = sorted(set(options) - set(_ATTENTION_OPTIONS))
-    if unknown:
-        raise ValueError(f"options: unknown or unsupported by the cuda kernels: {unknown}; "
-                         f"expected some of {list(_ATTENTION_OPTIONS)}")
-    if options.pop("lse_correction", "fp32") != "fp32":
-        raise ValueError("lse_correction: the cuda kernels add the smoothing correction in fp32; pass 'fp32'")
+    options = checked_options(MMA_TARGET, preset, options)
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)
     return run_attention(prepared, return_lse=return_lse)

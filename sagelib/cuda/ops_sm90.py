@@ -16,14 +16,12 @@ from __future__ import annotations
 import torch
 
 from sagelib.contract import presets as P
-from sagelib.contract.quantize import n_q_groups
-from sagelib.contract.validate import check_qkv, default_sm_scale, to_hnd
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import F32, I32, launch
 from sagelib.cuda.ops import (
-    ATTN_GRANULARITIES, PreparedAttention, _empty_like_layout, _flavour, _kernel_head_dim, _prepared,
-    _quantize_int8, _quantize_kv, _require_cuda, _sm_count, _slice_head_dim, q_geometry,
+    KernelTarget, PreparedAttention, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
+    output_buffers, prepare_for,
 )
 from sagelib.cuda.tma import tensor_map
 
@@ -35,8 +33,6 @@ SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; th
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
 TRACE_SHAPE = (8, 64, 6)  #: consumer warps x key blocks x phase points (kernels/include/attn_sm90/trace.cuh)
-SM90_CAUSAL, SM90_PER_THREAD, SM90_OUT_BF16 = 1, 2, 4
-_OPTIONS = ("flavour", "smooth_k", "causal_alignment", "check_finite", "lse_correction", "stages")
 
 
 def unavailable_reason() -> str | None:
@@ -67,34 +63,16 @@ def check_stages(head_dim: int, stages: int | None) -> int:
     return stages
 
 
+#: The operands the kernel reads: the sm90 preset's quantizers, with V in the sm89 token order.
+TARGET = KernelTarget(PRESET, PV_ACCUM, "the sm_90a kernel", permute_v=True)
+
+
 def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="per_thread", pv_accum="fp32+fp32",
             flavour=None, smooth_k=True, causal_alignment="bottom_right", check_finite=True) -> PreparedAttention:
     """Validate and quantize (stages 1, 2, 5) with the sm90 preset, for :func:`run_attention`."""
-    shapes = check_qkv(q, k, v, layout, check_finite=check_finite)
-    width = _kernel_head_dim(shapes.head_dim)
-    _require_cuda(("q", q), ("k", k), ("v", v))
-    if granularity not in ATTN_GRANULARITIES:
-        raise ValueError(f"granularity: the sm_90a kernel implements {list(ATTN_GRANULARITIES)}, got {granularity!r}")
-    if pv_accum not in PV_ACCUM:
-        raise ValueError(f"pv_accum: the sm_90a kernel implements {list(PV_ACCUM)} (the sm90 preset's mode), "
-                         f"got {pv_accum!r}")
-    if causal_alignment not in P.CAUSAL_ALIGNMENTS:
-        raise ValueError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
-    if not smooth_k:
-        raise ValueError("smooth_k: the sm_90a path always smooths K (exact for the output); pass smooth_k=True")
-    flavour = _flavour(flavour, PRESET, granularity)
-    qh = _prepared(to_hnd(q, layout), width)
-    kh = _prepared(to_hnd(k, layout), width)
-    vh = _prepared(to_hnd(v, layout), width)
-    q_int8, q_scale = _quantize_int8(qh, q_geometry(PRESET, granularity),
-                                     n_q_groups(shapes.n_q, PRESET, granularity), flavour, "HND")
-    kv = _quantize_kv(kh, vh, preset=PRESET, granularity=granularity, flavour=flavour, pv_accum=pv_accum,
-                      layout="HND", do_k=True, do_v=True, permute_v=True)
-    return PreparedAttention(
-        q_int8=q_int8, q_scale=q_scale, k_int8=kv.k_int8, k_scale=kv.k_scale, km=kv.km, v_fp8=kv.v_fp8,
-        v_scale=kv.v_scale, q_hnd=to_hnd(q, layout), n_q=shapes.n_q, n_kv=shapes.n_kv, head_dim=shapes.head_dim,
-        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
-        causal_alignment=causal_alignment, sm_scale=default_sm_scale(shapes.head_dim, sm_scale))
+    return prepare_for(TARGET, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
+                       pv_accum=pv_accum, flavour=flavour, smooth_k=smooth_k, causal_alignment=causal_alignment,
+                       check_finite=check_finite)
 
 
 def tensor_maps(p: PreparedAttention):
@@ -120,11 +98,8 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     h_kv = p.k_int8.shape[1]
     stages = check_stages(width, stages)
     dev = p.q_int8.device
-    out, out_hnd = _empty_like_layout((b, h_q, n_q, width), p.dtype, p.layout, dev)
-    lse = torch.empty((b, h_q, n_q), dtype=torch.float32, device=dev) if return_lse else None
-    flags = (SM90_CAUSAL if p.causal else 0) | (SM90_PER_THREAD if p.granularity == "per_thread" else 0) \
-        | (SM90_OUT_BF16 if p.dtype == torch.bfloat16 else 0)
-    shift = p.n_kv - p.n_q if p.causal_alignment == "bottom_right" else 0
+    out, out_hnd, lse = output_buffers(p, return_lse)
+    flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // CTA_Q) * h_q * b
     fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH, options=tuple(build_options))
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (THREADS, 1, 1),
@@ -132,29 +107,17 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), trace),
            shared_mem=shared_memory_bytes(width, stages), name="attn_sm90_kernel")
-    out = _slice_head_dim(out, p.head_dim)
-    if not return_lse:
-        return out
-    if p.km is not None:  # lse_true = lse_kernel + sm_scale * q . km, in fp32 (contract section 1)
-        heads = torch.arange(h_q, device=dev) // (h_q // h_kv)
-        km = p.km[:, heads, : p.head_dim].float()
-        lse = lse + p.sm_scale * torch.einsum("bhnd,bhd->bhn", p.q_hnd.float(), km)
-    return out, lse
+    return finish_outputs(p, out, lse)
 
 
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET, granularity="per_thread",
               pv_accum="fp32+fp32", return_lse=False, **options):
-    """The sm_90a kernel behind :func:`sagelib.contract.attention`'s call (preset must be 'sm90')."""
-    if preset != PRESET:
-        raise ValueError(f"preset: the sm_90a kernel's geometry is the {PRESET!r} preset, got {preset!r}")
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise ValueError(f"options: unknown or unsupported by the sm_90a kernel: {unknown}; "
-                         f"expected some of {list(_OPTIONS)}")
-    if options.pop("lse_correction", "fp32") != "fp32":
-        raise ValueError("lse_correction: the sm_90a kernel adds the smoothing correction in fp32; pass 'fp32'")
+    """The sm_90a kernel behind :func:`sagelib.contract.attention`'s call (preset must be 'sm90').
+
+    Besides the contract's options, ``stages`` picks the K/V ring depth (:func:`check_stages`).
+    """
+    options = checked_options(TARGET, preset, options, extra=("stages",))
     stages = options.pop("stages", None)
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)
     return run_attention(prepared, return_lse=return_lse, stages=stages)
-

@@ -73,19 +73,30 @@ def relative_l1(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out - ref).abs().sum() / ref.abs().sum().clamp_min(1e-30))
 
 
-def make_inputs(case: ParityCase, device, seed: int, batch: int = 1, k_bias: float = 4.0):
-    """q, k, v in the case's layout; k carries a per-channel bias (what smoothing removes)."""
+def fresh_seed() -> int:
+    """A new random seed (each test and sweep row records the one it drew)."""
+    return int.from_bytes(os.urandom(4), "little")
+
+
+def random_qkv(batch, heads_q, heads_kv, n_q, n_kv, head_dim, dtype, layout, seed: int, k_bias: float = 4.0,
+               device="cuda"):
+    """q, k, v (randn, in ``layout``), k with a per-channel bias of ``k_bias`` (what smoothing removes)."""
     g = torch.Generator(device=device).manual_seed(seed)
-    dtype = DTYPES[case.dtype]
 
     def draw(heads, n, bias=0.0):
-        x = torch.randn(batch, heads, n, case.head_dim, generator=g, device=device)
+        x = torch.randn(batch, heads, n, head_dim, generator=g, device=device)
         if bias:
-            x = x + bias * torch.randn(1, 1, 1, case.head_dim, generator=g, device=device)
+            x = x + bias * torch.randn(1, 1, 1, head_dim, generator=g, device=device)
         x = x.to(dtype)
-        return x if case.layout == "HND" else x.transpose(1, 2).contiguous()
+        return x if layout == "HND" else x.transpose(1, 2).contiguous()
 
-    return draw(case.heads_q, case.n_q), draw(case.heads_kv, case.n_kv, k_bias), draw(case.heads_kv, case.n_kv)
+    return draw(heads_q, n_q), draw(heads_kv, n_kv, k_bias), draw(heads_kv, n_kv)
+
+
+def make_inputs(case: ParityCase, device, seed: int, batch: int = 1, k_bias: float = 4.0):
+    """The inputs of one case (see :func:`random_qkv`)."""
+    return random_qkv(batch, case.heads_q, case.heads_kv, case.n_q, case.n_kv, case.head_dim, DTYPES[case.dtype],
+                      case.layout, seed, k_bias, device)
 
 
 #: The kernels the sweep can check: backend name -> the contract preset it implements.
@@ -148,7 +159,7 @@ def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: s
     """
     if backend not in KERNEL_PRESETS:
         raise ValueError(f"backend: expected one of {list(KERNEL_PRESETS)}, got {backend!r}")
-    seed = int.from_bytes(os.urandom(4), "little") if seed is None else seed
+    seed = fresh_seed() if seed is None else seed
     preset = KERNEL_PRESETS[backend]
     pv_accum = "fp32+fp32" if backend == "cuda-sm90" else case.pv_accum
     q, k, v = make_inputs(case, device, seed)
@@ -166,15 +177,30 @@ def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: s
     qk_exact = _qk_bit_exact(q, k, case.layout, preset, case.granularity)
     v_exact = _v_bit_exact(q, k, v, case, backend, pv_accum)
     out, lse = _kernel_attention(backend)(q, k, v, return_lse=True, **kw)
+    row.update(kernel="run", qk_bit_exact=qk_exact, v_bit_exact=v_exact, **against_contract(out, lse, ref, ref_lse, exact))
+    row["passed"] = bool(qk_exact and v_exact and row["output_passed"])
+    return row
+
+
+def against_contract(out, lse, ref, ref_lse, exact) -> dict:
+    """How a kernel's output and lse compare with the contract's (same configuration) and float64.
+
+    ``output_passed``: finite, shape and dtype equal, within ATTN_REL_L1 of the contract, an error
+    against float64 no larger than the contract's times ERROR_SLACK, lse within LSE_ABS with the
+    same rows at -inf.
+    """
     blind = torch.isinf(ref_lse)
     lse_err = float((lse[~blind] - ref_lse[~blind]).abs().max()) if bool((~blind).any()) else 0.0
-    row.update(kernel="run", qk_bit_exact=qk_exact, v_bit_exact=v_exact, to_contract=relative_l1(out, ref),
-               kernel_err=relative_l1(out, exact), lse_err=lse_err,
-               lse_blind_rows_match=bool(torch.equal(torch.isinf(lse), blind)))
-    row["passed"] = bool(qk_exact and v_exact and row["to_contract"] <= ATTN_REL_L1
-                         and row["kernel_err"] <= row["contract_err"] * ERROR_SLACK + 1e-5
-                         and lse_err <= LSE_ABS and row["lse_blind_rows_match"])
-    return row
+    result = {"to_contract": relative_l1(out, ref), "kernel_err": relative_l1(out, exact),
+              "contract_err": relative_l1(ref, exact), "lse_err": lse_err,
+              "lse_blind_rows_match": bool(torch.equal(torch.isinf(lse), blind)),
+              "finite": bool(torch.isfinite(out).all()),
+              "same_shape_dtype": out.shape == ref.shape and out.dtype == ref.dtype}
+    result["output_passed"] = bool(result["finite"] and result["same_shape_dtype"]
+                                   and result["to_contract"] <= ATTN_REL_L1
+                                   and result["kernel_err"] <= result["contract_err"] * ERROR_SLACK + 1e-5
+                                   and lse_err <= LSE_ABS and result["lse_blind_rows_match"])
+    return result
 
 
 def score_error_blocks(q, k, *, layout="HND", granularity="per_thread", use_kernel=False,

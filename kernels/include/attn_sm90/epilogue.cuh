@@ -9,6 +9,7 @@
 // are never stored.
 #pragma once
 #include "../convert.cuh"
+#include "../epilogue.cuh"
 #include "../online_softmax.cuh"
 
 template <int D>
@@ -17,24 +18,20 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
                                    float *__restrict__ lse, int row0, int n_q, int lane, bool out_bf16, bool causal,
                                    int shift) {
   float2 vs[D / 8];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) vs[j] = *reinterpret_cast<const float2 *>(v_scale + 8 * j + 2 * (lane % 4));
+  load_channel_scales<D>(v_scale, lane, vs);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
-    const float l = quad_sum(l_part[h]);
-    const bool blind = causal && row + shift < 0;
-    const float inv = blind ? 0.0f : 1.0f / l;
+    const RowFinish f = finish_row(l_part[h], m[h], causal, row, shift);
     if (row < n_q) {
       u16 *dst = out + row * o_sn + 2 * (lane % 4);
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        const float a = o[4 * j + 2 * h] * inv * vs[j].x;
-        const float b = o[4 * j + 2 * h + 1] * inv * vs[j].y;
+        const float a = o[4 * j + 2 * h] * f.inv * vs[j].x;
+        const float b = o[4 * j + 2 * h + 1] * f.inv * vs[j].y;
         *reinterpret_cast<u32 *>(dst + 8 * j) = out_bf16 ? pack2<true>(a, b) : pack2<false>(a, b);
       }
-      if (lse != nullptr && lane % 4 == 0)
-        lse[row] = blind ? __int_as_float(0xff800000) : (log2f(l) + m[h]) / SAGE_LOG2E;
+      if (lse != nullptr && lane % 4 == 0) lse[row] = f.lse;
     }
   }
 }
