@@ -136,6 +136,39 @@ if measured_hw is not ownership.H200:
     display(plots.table(measured))
 
 # %% [markdown]
+# ## The structure built, against its projection
+# The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; notes/kernels.md).
+# Its kernel-only speed as recorded by `scripts/bench_cuda.py` on the H200 (never measured
+# here: notebook 03 measures it live), beside the projected bounds of the same structure
+# from the measured unit rates. The gap to the serial bound is what the next step has to
+# explain: a clock64 trace of the consumer loop puts the softmax phase of one 64 x 128 tile
+# at about 1330 of a warpgroup's 2420 cycles per block, latency-bound rather than exp2-bound.
+
+# %%
+built = []
+recorded_bench, recorded_bench_path = bench_records.latest(stem="sm90-bench")
+projected = {(row["head_dim"], row["conversion"]): row for row in (measured if measured_hw is not ownership.H200 else stated)
+             if row["structure"] == "fa3_pingpong"}
+for record in (recorded_bench or {}).get("records", []):
+    shape = record["shape"]
+    if (record["backend"], record["mode"], record["causal"]) != ("cuda-sm90", "kernel_only", False):
+        continue
+    if (shape["batch"], shape["heads"], shape["seq_q"]) != (batch, heads, n_tokens) or shape["head_dim"] not in head_dims:
+        continue
+    bound = projected[(shape["head_dim"], "cvt")]
+    built.append({"head_dim": shape["head_dim"], "measured kernel-only TOPS (recorded)": record["tops"],
+                  ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
+                  "measured / serial": record["tops"] / bound[ownership.SERIAL]})
+results.add("built structure against projection", built)
+if built:
+    display(Markdown(f"Recorded in `{recorded_bench_path.name}` ({recorded_bench['created_utc'][:10]}, "
+                     f"{recorded_bench['device']['name']})."))
+    display(plots.table(built))
+else:
+    display(Markdown(f"No recorded `cuda-sm90` kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
+                     "data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
+
+# %% [markdown]
 # ## The closed experiments against the leading structure
 # Each closed experiment of the prior work reopens only when its condition holds.
 # The producer + two consumer warpgroup structure changes ownership, the pipeline and
