@@ -7,10 +7,11 @@
 //   inner = P_j . V_j        4 e4m3 wgmma m64nDk32, P from registers, a fresh fp32
 //                            accumulator over the block's 128 keys (the two-level scheme)
 //   O     = O * alpha + inner
-// Overlap inside the warpgroup: S_{j+1} is issued before the softmax of block j, so the
-// tensor cores compute it while this warpgroup runs exp2 (two S buffers, swapped by
-// unrolling the loop by two). P.V is waited for at once, which releases the stage;
-// the other consumer warpgroup fills the tensor cores meanwhile.
+// Default schedule (serial + ping-pong, both head dims): after block j's softmax the
+// warpgroup waits for its turn, issues P.V of block j and Q.K^T of block j+1 back to back,
+// waits for both, hands the turn to the other consumer warpgroup (whose softmax ran
+// meanwhile), releases the stage and folds. The alternatives below stay buildable for
+// experiments; notes/kernels.md has what each measured.
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/warpgroup_regs.cuh"
@@ -26,8 +27,8 @@
 #define SM90_OUT_BF16 4
 // Schedules. A second S buffer fits in the consumers' registers at head_dim 64 only
 // (ownership.fit), but measured slower there than the serial schedule with ping-pong
-// (scripts/sweep_sm90.py on the H200: 484 against 530 TOPS kernel-only at N 16384), so
-// both head dims run serial + ping-pong by default. The alternatives stay buildable:
+// (scripts/sweep_sm90.py on the H200: 489.6 against 498.6 TOPS kernel-only at N 16384),
+// so both head dims run serial + ping-pong by default. The alternatives stay buildable:
 // -DSM90_D64_OVERLAP=1, -DSM90_SERIAL_PINGPONG=0, -DSM90_PASS_AFTER_WAIT=0,
 // -DSM90_Q_IN_REGISTERS=1.
 #ifndef SM90_D64_OVERLAP
@@ -163,8 +164,9 @@ SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const fl
   for (int i = 0; i < D / 2; ++i) o[i] = fmaf(o[i], alpha[(i / 2) % 2], inner[i]);
 }
 
-// Two S buffers (head_dim 64): block j's scores are in `cur`; block j+1's are issued into
-// `next` before this block's softmax, so the tensor cores work while exp2 does.
+// Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
+// scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
+// the tensor cores work while the same warpgroup's exp2 does.
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[SM90_S_REGS],
                                           i32 (&next)[SM90_S_REGS], float (&o)[D / 2], float (&m)[2],
@@ -192,10 +194,10 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   fold_block<D>(o, alpha, inner);
 }
 
-// One S buffer (head_dim 128, where a second one does not fit beside O and the inner
-// accumulator): block j's completed scores are in `s`; after the softmax, P.V of block j
-// and Q.K^T of block j+1 go to the tensor cores back to back, and the other consumer
-// warpgroup's softmax runs meanwhile.
+// One S buffer (the default): block j's completed scores are in `s`; after the softmax,
+// P.V of block j and Q.K^T of block j+1 go to the tensor cores back to back, and the other
+// consumer warpgroup's softmax runs meanwhile. The trace stamps cost nothing unless
+// SM90_TRACE is set.
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
                                       float (&o)[D / 2], float (&m)[2], float (&l)[2]) {

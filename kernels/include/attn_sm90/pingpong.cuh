@@ -4,10 +4,11 @@
 // Each warpgroup issues its wgmma batch of a block (P.V of block j with Q.K^T of block
 // j+1) only after the other warpgroup's previous batch: named barrier `mine` (256
 // threads: this warpgroup syncs, the other one arrives) gates the issue, and an arrive
-// on the other's barrier, once the batch has completed, hands the turn over. Consumer 0 goes first: consumer 1
-// gives it one turn in advance, once per kernel. Both warpgroups issue the same number
-// of batches per tile, so the turn left over at the end of a tile opens the next one;
-// tiles without key blocks issue nothing and pass nothing.
+// on the other's barrier, once the batch has completed, hands the turn over (the
+// SM90_TURN_IS_SOFTMAX build gates the softmax instead). Consumer 0 goes first:
+// consumer 1 gives it one turn in advance, once per kernel. Both warpgroups take the
+// same number of turns per tile, so the turn left over at the end of a tile opens the
+// next one; tiles without key blocks take and pass nothing.
 // Barrier 0 is __syncthreads; ids 1 and 2 belong to this protocol.
 #pragma once
 #include "../common.cuh"

@@ -27,16 +27,17 @@
 #define SM90_PV_STEPS 4 // k32 steps of P.V per block; 4 A words each
 
 // INT32 score -> fp32, exactly (|S| < 2^22): cvt (I2FP) by default; SM90_CVT_BIAS=1 takes the
-// float-bias route of online_softmax.cuh instead (an integer add and a float add, off the
-// conversion pipe that ex2 and the e4m3 packing also use; a scripts/sweep_sm90.py variant).
+// float-bias route of online_softmax.cuh instead (an integer add and a float add), which
+// measured slower (EXPERIMENT_LOG seq 20).
 #ifndef SM90_CVT_BIAS
 #define SM90_CVT_BIAS 0
 #endif
 SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_to_float(s) : __int2float_rn(s); }
 
 // exp2 on the FMA pipe, for a share of the scores (SM90_POLY_EXP2: 1 = one in four, 2 = one
-// in two; 0 = none): the exp2 unit (MUFU, 16 per clock per SM) is the softmax's busiest
-// unit and the FMA pipe has room. 2^x = 2^j * 2^f with j = round(x) by the 1.5 * 2^23 trick
+// in two; 0 = none, the default): relieves the exp2 unit (MUFU, 16 per clock per SM) at the
+// cost of about ten FMA-pipe instructions per score; measured slower here because the
+// softmax is latency-bound, not exp2-bound (EXPERIMENT_LOG seq 24). 2^x = 2^j * 2^f with j = round(x) by the 1.5 * 2^23 trick
 // and f in [-0.5, 0.5]; 2^f by a degree-5 polynomial (a relative-error least-squares fit
 // on Chebyshev nodes, max relative error 7.5e-8; 2.4e-7 evaluated in fp32, about
 // ex2.approx's); j added to the exponent field. Arguments below -125 are clamped (the
@@ -73,12 +74,11 @@ struct BlockMask {
   }
 };
 
-// One key block, in two calls so Q.K^T of the next block can be issued between them:
-// sm90_softmax_max updates m (running max minus the fp8 offset) and gives alpha per row
-// half; sm90_softmax_exp over chunks [C0, C1) of 16 keys adds to the per-lane partial
-// row sums and writes the e4m3 A fragments of those keys (p[k]: P.V k32 step k; chunks
-// 2k and 2k+1). With MASKED, hidden scores count as the sentinel (INT32 max) and as
-// MASK_SCORE (exp2 argument). The sums use P before fp8 rounding.
+// One key block in two steps: sm90_softmax_max updates m (running max minus the fp8
+// offset) and gives alpha per row half; sm90_softmax_exp adds the block's P to the
+// per-lane partial row sums (before fp8 rounding) and writes P's e4m3 A fragments (p[k]:
+// P.V k32 step k, keys 32k..32k+31). With MASKED, hidden scores count as the sentinel
+// (INT32 max) and as MASK_SCORE (exp2 argument).
 template <bool MASKED>
 SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
@@ -102,11 +102,11 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[SM90_S_REGS], const BlockMask &
   }
 }
 
-template <bool MASKED, int C0, int C1>
+template <bool MASKED>
 SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
                                   float (&sum)[2], u32 (&p)[SM90_PV_STEPS][4]) {
 #pragma unroll
-  for (int c = C0; c < C1; ++c)    // 16 keys: n-tiles 2c and 2c + 1
+  for (int c = 0; c < 8; ++c)      // 16 keys: n-tiles 2c and 2c + 1
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
@@ -123,13 +123,13 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[SM90_S_REGS], const BlockMask &
     }
 }
 
-// The whole block at once: max, then every chunk; l = l * alpha + the block's row sums.
+// The block's softmax step: l = l * alpha + the block's row sums.
 template <bool MASKED>
 SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                      float (&l)[2], float (&alpha)[2], u32 (&p)[SM90_PV_STEPS][4]) {
   sm90_softmax_max<MASKED>(s, mask, mult, m, alpha);
   float sum[2] = {0.0f, 0.0f};
-  sm90_softmax_exp<MASKED, 0, 8>(s, mask, mult, m, sum, p);
+  sm90_softmax_exp<MASKED>(s, mask, mult, m, sum, p);
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }
