@@ -8,7 +8,7 @@ launch computes stages 3-7. Q, K and V^T reach the kernel through TMA tensor map
 (:mod:`sagelib.cuda.tma`), built per call.
 
 Only an sm_90 GPU runs it (wgmma, TMA and setmaxnreg are sm_90a instructions);
-:func:`unavailable_reason` says so elsewhere.
+:func:`unavailable_reason` says why on any other machine.
 """
 
 from __future__ import annotations
