@@ -39,6 +39,8 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
                       "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
+    # the Hopper kernel's softmax step alone (scripts/microbench_softmax.py)
+    "microbench_softmax.cu": ("bench_sm90_softmax",),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
     "attn_sm90.cu": tuple(attn_sm90(d, SM90_STAGES[d]) for d in HEAD_DIMS),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),

@@ -1,0 +1,48 @@
+"""The Hopper kernel's softmax step alone, at 1 to 4 warps per scheduler (any CUDA GPU, sm_89+).
+
+Usage (repository root):  python3 scripts/microbench_softmax.py [--iters N]
+
+kernels/microbench_softmax.cu runs sm90_online_softmax (one 64 x 128 tile per warpgroup:
+64 scores per thread) in a loop on one CTA per SM. Printed per configuration: SM cycles
+per step (the time the W warps of a scheduler each take for one tile step, together) and
+per warp-step (that divided by W: the throughput when W warps share a scheduler). The
+attention kernel runs 2 consumer warps per scheduler; its traced softmax phase
+(scripts/profile_sm90.py --trace) can be read against these.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import torch
+
+from sagelib.cuda.build import load_function
+from sagelib.cuda.launch import I32, launch
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iters", type=int, default=2000)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: nothing measured", file=sys.stderr)
+        return 2
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    fn = load_function("microbench_softmax.cu", "bench_sm90_softmax")
+    print(f"{'warps/scheduler':>15} {'threads':>8} {'cycles/step':>12} {'cycles/warp-step':>17}")
+    for warps_per_scheduler in (1, 2, 3, 4):
+        threads = 128 * warps_per_scheduler
+        cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
+        sink = torch.empty(sms * threads, dtype=torch.float32, device="cuda")
+        for iters in (10, args.iters):  # the first launch warms up (and builds)
+            launch(fn, (sms, 1, 1), (threads, 1, 1), (I32(iters), cycles, sink), name="bench_sm90_softmax")
+        torch.cuda.synchronize()
+        per_step = statistics.median(cycles.tolist()) / args.iters
+        print(f"{warps_per_scheduler:>15} {threads:>8} {per_step:>12.0f} {per_step / warps_per_scheduler:>17.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
