@@ -27,6 +27,8 @@ SCHEDULES = {
     "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
     "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
+    "defer-pv": ("-DSM90_DEFER_PV=1",),
+    "defer-pv fold-after": ("-DSM90_DEFER_PV=2",),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {
@@ -40,26 +42,27 @@ ABLATIONS = {
 STAGES = {128: (2, 4), 64: (4, 6)}
 
 
-def variants(d: int, ablate: bool = False):
+def variants(d: int, ablate: bool = False, only: tuple[str, ...] = ()):
+    """(name, stages, build options) of every build to time; ``only`` keeps the named schedules."""
     if ablate:
         yield "default", None, ()
         for name, options in ABLATIONS.items():
             yield name, None, options
         return
     for name, options in SCHEDULES.items():
-        if name.startswith("d64") and d != 64:
+        if name.startswith("d64") and d != 64 or only and name not in only:
             continue
-        for stages in STAGES[d] if name == "default" else (None,):
+        for stages in STAGES[d] if name == "default" and not only else (None,):
             yield name, stages, options
 
 
-def build_all() -> None:
+def build_all(only: tuple[str, ...] = ()) -> None:
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
     from sagelib.cuda.ops_sm90 import ARCH, check_stages
 
     for d in (64, 128):
-        for name, stages, options in [*variants(d), *variants(d, ablate=True)]:
+        for name, stages, options in [*variants(d, only=only), *(() if only else variants(d, ablate=True))]:
             built = compile_cubin(BuildRequest("attn_sm90.cu", (instances.attn_sm90(d, check_stages(d, stages)),),
                                                ARCH, tuple(options)))
             print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")
@@ -83,9 +86,15 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--ablate", action="store_true", help="time the leave-one-out builds instead")
     parser.add_argument("--shapes", default=None, help="B:H:N:D[:causal],... (default: the issue's shapes)")
+    parser.add_argument("--variants", default="",
+                        help=f"comma-separated schedules to build or time (default: all of {', '.join(SCHEDULES)})")
     args = parser.parse_args(argv)
+    only = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    unknown = [v for v in only if v not in SCHEDULES]
+    if unknown:
+        parser.error(f"--variants: unknown schedule(s) {unknown}; expected names from {list(SCHEDULES)}")
     if args.build_only:
-        build_all()
+        build_all(only)
         return 0
     import torch
 
@@ -105,7 +114,7 @@ def main(argv=None) -> int:
         ops = 4 * b * h * n * n * d / (2 if causal else 1)
         reference = ops_sm90.run_attention(p)
         base = None
-        for name, stages, options in variants(d, args.ablate):
+        for name, stages, options in variants(d, args.ablate, only):
             out = ops_sm90.run_attention(p, stages=stages, build_options=options)
             diff = float((out.double() - reference.double()).abs().sum() / reference.double().abs().sum())
             ms = time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options))

@@ -68,8 +68,17 @@ SAGE_DEVICE void wgmma_wait() {
 
 // Keeps the compiler from moving accesses of accumulator registers across a wgmma
 // boundary (the hardware reads and writes them asynchronously).
+// Floats are pinned as floats: a pin through an integer view makes the compiler copy the
+// registers between its float and integer names, and such a copy of an accumulator that
+// a wgmma still writes makes ptxas serialise every wgmma of the kernel (warning C7514).
+template <int N>
+SAGE_DEVICE void wgmma_pin(float (&acc)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
 template <typename T, int N>
 SAGE_DEVICE void wgmma_pin(T (&acc)[N]) {
+  static_assert(sizeof(T) == 4, "32-bit registers");
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(reinterpret_cast<u32 &>(acc[i]))::"memory");
 }
