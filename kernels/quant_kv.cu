@@ -68,17 +68,23 @@ template <int D>
 struct KVSmem {
   static constexpr int WARPS = QuadLayout<D>::THREADS / 32;
   QuantSmem quant;
-  float km[D];       // k mean (a value of the input dtype) as fp32
+  float km[D];       // k mean (a value of the input dtype) as fp32, at by_element(channel)
   u16 km_bits[D];    // the same in the input dtype
-  float vmult[D];    // RN(scale_max / amax) per channel
+  float vmult[D];    // RN(scale_max / amax) per channel, at by_element(channel)
   union {
-    struct {
+    struct {  // channel lane * 8 + e of the warp's 64 at e * 8 + lane (lane < 8): no bank conflicts
       double sum[WARPS][64];  // per-warp partial k sums of the warp's 64 channels
       u32 amax[WARPS][64];    // per-warp v amax (fp32 bits)
     } stats;
     u32 vt[D * QUANT_ROWS / 4];  // e4m3 V tile: row per channel, 32 words of 4 tokens, swizzled
   } u;
 };
+
+// Per-channel values that a thread reads for its chunk c (channels 8c .. 8c+7) are kept
+// element-major, at e * CPR + c: the 8 chunks of a warp then read 8 consecutive words
+// (channel-major, 8c + e, put chunks c and c + 4 in one bank: a 2-way conflict per read).
+template <int D>
+SAGE_DEVICE int by_element(int channel) { return (channel % 8) * (D / 8) + channel / 8; }
 
 // Word index in the V tile of tokens [4 * quad, 4 * quad + 4) of channel ch.
 SAGE_DEVICE int vt_word(int ch, int quad) { return ch * 32 + 4 * ((quad >> 2) ^ ((ch >> 3) & 7)) + (quad & 3); }
@@ -104,7 +110,7 @@ SAGE_DEVICE void stats_item(const KVArgs &a, int bh, int row0, int *next_ticket,
     }
     if (lane < 8) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sm.u.stats.sum[warp][lane * 8 + e] = sum[e];
+      for (int e = 0; e < 8; ++e) sm.u.stats.sum[warp][e * 8 + lane] = sum[e];
     }
   }
   if (a.do_v) {
@@ -124,25 +130,25 @@ SAGE_DEVICE void stats_item(const KVArgs &a, int bh, int row0, int *next_ticket,
     }
     if (lane < 8) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sm.u.stats.amax[warp][lane * 8 + e] = __float_as_uint(element<BF16>(m, e));
+      for (int e = 0; e < 8; ++e) sm.u.stats.amax[warp][e * 8 + lane] = __float_as_uint(element<BF16>(m, e));
     }
   }
   __syncthreads();
   if (tid < D) {
     // Channel tid lives in the warps whose half of the row (warp % (CPR / 8)) holds it.
     constexpr int HALVES = L::CPR / 8;
-    const int half = tid / 64, col = tid % 64;
+    const int half = tid / 64, col = tid % 64, at_col = (col % 8) * 8 + col / 8;
     const i64 at = (i64)bh * D + tid;
     if (a.do_k) {
       double total = 0.0;
 #pragma unroll
-      for (int w = half; w < KVSmem<D>::WARPS; w += HALVES) total += sm.u.stats.sum[w][col];
+      for (int w = half; w < KVSmem<D>::WARPS; w += HALVES) total += sm.u.stats.sum[w][at_col];
       atomicAdd(a.k_sum + at, total);
     }
     if (a.do_v) {
       u32 m = 0u;
 #pragma unroll
-      for (int w = half; w < KVSmem<D>::WARPS; w += HALVES) m = max(m, sm.u.stats.amax[w][col]);
+      for (int w = half; w < KVSmem<D>::WARPS; w += HALVES) m = max(m, sm.u.stats.amax[w][at_col]);
       atomicMax(a.v_amax + at, m);
     }
     __threadfence();  // the sums are visible before the done counter moves
@@ -173,7 +179,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
       // torch's mean: sum * fl(1 / N) in fp64; the fp64 mean goes to fp16/bf16 through
       // fp32 (c10::Half / BFloat16 take a float), so it is rounded twice.
       const u16 km = float_to_bits<BF16>(__double2float_rn(__dmul_rn(__ldcg(a.k_sum + at), a.inv_n)));
-      sm.km[tid] = bits_to_float<BF16>(km);
+      sm.km[by_element<D>(tid)] = bits_to_float<BF16>(km);
       sm.km_bits[tid] = km;
       if (row0 == 0) a.km[at] = km;
     }
@@ -181,7 +187,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
       // The contract (v_channel_scales): v_scale = amax * fl32(1 / scale_max),
       // multiplier = scale_max / amax correctly rounded.
       const float amax = fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f);
-      sm.vmult[tid] = __fdiv_rn(a.v_scale_max, amax);
+      sm.vmult[by_element<D>(tid)] = __fdiv_rn(a.v_scale_max, amax);
       if (row0 == 0) a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
     }
   }
@@ -190,7 +196,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
     const int quad = L::row(tid) / 4;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      const float mult = sm.vmult[c * 8 + e];
+      const float mult = sm.vmult[by_element<D>(c * 8 + e)];
       // Rows past N read 0 and stay 0: the zero padding of the transposed tile.
       const u32 lo = e4m3x2(__fmul_rn(element<BF16>(vr[0], e), mult), __fmul_rn(element<BF16>(vr[1], e), mult));
       const u32 hi = e4m3x2(__fmul_rn(element<BF16>(vr[2], e), mult), __fmul_rn(element<BF16>(vr[3], e), mult));
@@ -200,7 +206,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, int bh, int row0, int items_per_hea
   if (a.do_k) {
     float km[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) km[e] = CUDA_FLAVOUR ? sm.km[c * 8 + e] : 0.0f;
+    for (int e = 0; e < 8; ++e) km[e] = CUDA_FLAVOUR ? sm.km[by_element<D>(c * 8 + e)] : 0.0f;
     if (!CUDA_FLAVOUR) {  // triton: k - km rounded to the input dtype, two at a time
       const u32 *km2 = reinterpret_cast<const u32 *>(sm.km_bits) + c * 4;
       const u32 m0 = km2[0], m1 = km2[1], m2 = km2[2], m3 = km2[3];

@@ -27,8 +27,6 @@ SCHEDULES = {
     "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
     "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
-    "defer-pv": ("-DSM90_DEFER_PV=1",),
-    "defer-pv fold-after": ("-DSM90_DEFER_PV=2",),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

@@ -30,7 +30,9 @@
 // (scripts/sweep_sm90.py on the H200: 489.6 against 498.6 TOPS kernel-only at N 16384),
 // so both head dims run serial + ping-pong by default. The alternatives stay buildable:
 // -DSM90_D64_OVERLAP=1, -DSM90_SERIAL_PINGPONG=0, -DSM90_PASS_AFTER_WAIT=0,
-// -DSM90_Q_IN_REGISTERS=1.
+// -DSM90_Q_IN_REGISTERS=1. Deferring P.V past the next softmax (Q.K^T of block j+1 issued
+// first and waited for alone, FlashAttention-3's in-warpgroup overlap with one S buffer)
+// measured slower at every shape and was removed (EXPERIMENT_LOG seq 26; tree b6c6e62).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
@@ -50,13 +52,6 @@
 #endif
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
-#endif
-// Deferred P.V: Q.K^T of block j+1 is issued ahead of P.V of block j and waited for alone,
-// so block j+1's softmax runs while P.V of block j is still on the tensor cores (its fold
-// into O follows that softmax). The registers live at the peak are the serial schedule's
-// (O, inner, S, P), so it fits at head_dim 128 where a second S buffer does not.
-#ifndef SM90_DEFER_PV
-#define SM90_DEFER_PV 0
 #endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
@@ -151,29 +146,6 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
   }
 }
 
-// block_softmax with `between` run after the max pass and before the exp pass.
-// The pins after `between` keep the compiler from starting the exp pass (its conversions
-// need only S) ahead of it, which would raise the register peak to both passes' sum.
-template <int D, int STAGES, typename Smem, typename Between>
-SAGE_DEVICE void block_softmax_split(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult,
-                                     i32 (&s)[SM90_S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                     u32 (&p)[SM90_PV_STEPS][4], Between between) {
-  const float mult = c.q_mult * k_mult;
-  const int key0 = j * SM90_BLOCK_KEYS;
-  const BlockMask mask{key0, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  const bool masked = key0 + SM90_BLOCK_KEYS > c.n_kv || (c.causal && key0 + SM90_BLOCK_KEYS - 1 > c.warp_row0 + c.shift);
-  if (masked) sm90_softmax_max<true>(s, mask, mult, m, alpha);
-  else sm90_softmax_max<false>(s, mask, mult, m, alpha);
-  between();
-  wgmma_pin(s);
-  wgmma_pin(m);
-  float sum[2] = {0.0f, 0.0f};
-  if (masked) sm90_softmax_exp<true>(s, mask, mult, m, sum, p);
-  else sm90_softmax_exp<false>(s, mask, mult, m, sum, p);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
-}
-
 // inner = P . V (4 k32 steps, a fresh accumulator: the block's inner level).
 template <int D>
 SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[SM90_PV_STEPS][4], const u8 *v_tile) {
@@ -265,84 +237,6 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
-// The deferred schedule (-DSM90_DEFER_PV=1): what block j-1 left in flight. One loop body
-// issues every block's P.V into the same `inner`: a peeled first block would make the
-// compiler copy `inner` into the loop's registers while its wgmma still writes them, and
-// ptxas then serialises every wgmma of the kernel (warning C7514).
-template <int D>
-struct PendingPv {
-  float inner[D / 2];  // P.V of block j-1, on the tensor cores until folded
-  float alpha[2];      // block j-1's rescale of O
-  int stage = -1;      // block j-1's ring stage (V still being read); -1 before block 0
-
-  SAGE_DEVICE PendingPv() {
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) inner[i] = 0.0f;
-  }
-
-  // Waits for P.V, releases its stage and folds it: O = O * alpha + inner. The wait is
-  // unconditional (ptxas pairs waits with issues only along unconditional paths).
-  template <typename Smem>
-  SAGE_DEVICE void fold_into(float (&o)[D / 2], Smem &smem) {
-    wgmma_wait<0>();
-    wgmma_pin(inner);
-    if (stage < 0) return;
-    warp_release(&smem.ring.empty[stage]);
-    fold_block<D>(o, alpha, inner);
-  }
-};
-
-// Block j with P.V deferred: block j's max pass (beside P.V of block j-1), the fold of
-// block j-1, the exp pass, then Q.K^T of block j+1 and P.V of block j issued in that order;
-// only the scores are waited for. SM90_DEFER_PV=2 folds after the whole softmax instead.
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume_block_deferred(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
-                                        float (&o)[D / 2], float (&m)[2], float (&l)[2], PendingPv<D> &pending) {
-  c.trace.stamp(j, TRACE_START);
-  const float k_mult = c.take_k_scale(j);
-  const int stage = c.ring.stage;
-  c.ring.advance();
-  float alpha[2];
-  u32 p[SM90_PV_STEPS][4];
-  if constexpr (SM90_DEFER_PV == 2) {
-    block_softmax(c, j, k_mult, s, m, l, alpha, p);
-    pending.fold_into(o, c.smem);
-  } else {
-    block_softmax_split(c, j, k_mult, s, m, l, alpha, p, [&] { pending.fold_into(o, c.smem); });
-  }
-  c.trace.stamp(j, TRACE_SOFTMAX_DONE);
-  const bool has_next = j + 1 < c.blocks;
-  if (has_next) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D)) c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
-  // P is complete before the scores' wgmma overwrite S (else the compiler may finish P from
-  // S after that issue).
-#pragma unroll
-  for (int k = 0; k < SM90_PV_STEPS; ++k) wgmma_pin(p[k]);
-  if (has_next) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
-  issue_pv<D>(pending.inner, p, c.smem.v[stage]);
-  c.trace.stamp(j, TRACE_ISSUED);
-  // The scores (P.V may still run). Unconditional: after the last block only P.V is
-  // pending and this returns at once, and ptxas, which cannot pair a conditional wait with
-  // the conditional issue above, would otherwise serialise every wgmma (C7514).
-  wgmma_wait<1>();
-  c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D)) c.turns.pass_turn();
-  wgmma_pin(s);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) pending.alpha[h] = alpha[h];
-  pending.stage = stage;
-  c.trace.stamp(j, TRACE_FOLDED);
-}
-
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume_blocks_deferred(BlockContext<D, STAGES, Smem> &c, i32 (&s)[SM90_S_REGS], float (&o)[D / 2],
-                                         float (&m)[2], float (&l)[2]) {
-  PendingPv<D> pending;
-  for (int j = 0; j < c.blocks; ++j) consume_block_deferred(c, j, s, o, m, l, pending);
-  pending.fold_into(o, c.smem);
-}
-
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerArgs &a) {
   const int wg = warpgroup_index() - 1;  // 0 or 1
@@ -389,10 +283,6 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
           consume_block_overlapped(c, j, sa, sb, o, m, l);
           if (j + 1 < blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
-      } else if constexpr (SM90_DEFER_PV) {
-        wgmma_wait<0>();
-        wgmma_pin(sa);
-        consume_blocks_deferred(c, sa, o, m, l);
       } else {
         wgmma_wait<0>();
         wgmma_pin(sa);
