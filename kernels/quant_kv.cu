@@ -72,7 +72,7 @@ struct KVSmem {
   u16 km_bits[D];    // the same in the input dtype
   float vmult[D];    // RN(scale_max / amax) per channel, at by_element(channel)
   union {
-    struct {  // channel lane * 8 + e of the warp's 64 at e * 8 + lane (lane < 8): no bank conflicts
+    struct {  // channel 8l + e of the warp's 64 at stats_slot(8l + e): no bank conflicts
       double sum[WARPS][64];  // per-warp partial k sums of the warp's 64 channels
       u32 amax[WARPS][64];    // per-warp v amax (fp32 bits)
     } stats;
@@ -85,6 +85,11 @@ struct KVSmem {
 // (channel-major, 8c + e, put chunks c and c + 4 in one bank: a 2-way conflict per read).
 template <int D>
 SAGE_DEVICE int by_element(int channel) { return (channel % 8) * (D / 8) + channel / 8; }
+
+// Slot of channel c = 8l + e (l, e < 8) in a warp's 64 partial sums / maxima: l * 8 + (e ^ l).
+// Lanes l = 0..7 storing element e hit 8 distinct bank groups, and 32 consecutive channels
+// read back are a permutation of 32 consecutive slots.
+SAGE_DEVICE int stats_slot(int c) { return (c & ~7) | ((c ^ (c >> 3)) & 7); }
 
 // Word index in the V tile of tokens [4 * quad, 4 * quad + 4) of channel ch.
 SAGE_DEVICE int vt_word(int ch, int quad) { return ch * 32 + 4 * ((quad >> 2) ^ ((ch >> 3) & 7)) + (quad & 3); }
@@ -110,7 +115,7 @@ SAGE_DEVICE void stats_item(const KVArgs &a, int bh, int row0, int *next_ticket,
     }
     if (lane < 8) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sm.u.stats.sum[warp][e * 8 + lane] = sum[e];
+      for (int e = 0; e < 8; ++e) sm.u.stats.sum[warp][stats_slot(lane * 8 + e)] = sum[e];
     }
   }
   if (a.do_v) {
@@ -130,14 +135,14 @@ SAGE_DEVICE void stats_item(const KVArgs &a, int bh, int row0, int *next_ticket,
     }
     if (lane < 8) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) sm.u.stats.amax[warp][e * 8 + lane] = __float_as_uint(element<BF16>(m, e));
+      for (int e = 0; e < 8; ++e) sm.u.stats.amax[warp][stats_slot(lane * 8 + e)] = __float_as_uint(element<BF16>(m, e));
     }
   }
   __syncthreads();
   if (tid < D) {
     // Channel tid lives in the warps whose half of the row (warp % (CPR / 8)) holds it.
     constexpr int HALVES = L::CPR / 8;
-    const int half = tid / 64, col = tid % 64, at_col = (col % 8) * 8 + col / 8;
+    const int half = tid / 64, col = tid % 64, at_col = stats_slot(col);
     const i64 at = (i64)bh * D + tid;
     if (a.do_k) {
       double total = 0.0;
@@ -151,10 +156,14 @@ SAGE_DEVICE void stats_item(const KVArgs &a, int bh, int row0, int *next_ticket,
       for (int w = half; w < KVSmem<D>::WARPS; w += HALVES) m = max(m, sm.u.stats.amax[w][at_col]);
       atomicMax(a.v_amax + at, m);
     }
-    __threadfence();  // the sums are visible before the done counter moves
   }
   __syncthreads();
-  if (tid == 0) atomicAdd(a.head_done + bh, 1);
+  if (tid == 0) {
+    // One fence after the barrier makes every thread's sums visible before the done counter
+    // moves (the grid-barrier pattern), instead of one fence per thread.
+    __threadfence();
+    atomicAdd(a.head_done + bh, 1);
+  }
 }
 
 template <int D, bool BF16, bool CUDA_FLAVOUR>

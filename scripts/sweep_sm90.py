@@ -27,7 +27,6 @@ SCHEDULES = {
     "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
     "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
-    "fold-late": ("-DSM90_FOLD_LATE=1",),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

@@ -33,6 +33,8 @@
 // -DSM90_Q_IN_REGISTERS=1. Deferring P.V past the next softmax (Q.K^T of block j+1 issued
 // first and waited for alone, FlashAttention-3's in-warpgroup overlap with one S buffer)
 // measured slower at every shape and was removed (EXPERIMENT_LOG seq 26; tree b6c6e62).
+// Folding block j into O inside block j+1's softmax (between its max and exp passes) measured
+// slower at D128 and equal at D64, and was removed (seq 27; tree 3316a63).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
@@ -52,13 +54,6 @@
 #endif
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
-#endif
-// Late fold: block j's O = O * alpha + inner runs inside block j+1's softmax, between its
-// max pass and its exp pass, where its 64 independent FMAs fill the max pass's dependent
-// chain (the row max and its shuffles) instead of taking their own ~130 cycles. The inner
-// accumulator is complete by then (waited for), so no wgmma reads or writes it meanwhile.
-#ifndef SM90_FOLD_LATE
-#define SM90_FOLD_LATE 0
 #endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
@@ -153,26 +148,6 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
   }
 }
 
-// block_softmax with `between` run after the max pass and before the exp pass.
-template <int D, int STAGES, typename Smem, typename Between>
-SAGE_DEVICE void block_softmax_split(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult,
-                                     const i32 (&s)[SM90_S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                     u32 (&p)[SM90_PV_STEPS][4], Between between) {
-  const float mult = c.q_mult * k_mult;
-  const int key0 = j * SM90_BLOCK_KEYS;
-  const BlockMask mask{key0, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  const bool masked =
-      key0 + SM90_BLOCK_KEYS > c.n_kv || (c.causal && key0 + SM90_BLOCK_KEYS - 1 > c.warp_row0 + c.shift);
-  if (masked) sm90_softmax_max<true>(s, mask, mult, m, alpha);
-  else sm90_softmax_max<false>(s, mask, mult, m, alpha);
-  between();
-  float sum[2] = {0.0f, 0.0f};
-  if (masked) sm90_softmax_exp<true>(s, mask, mult, m, sum, p);
-  else sm90_softmax_exp<false>(s, mask, mult, m, sum, p);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
-}
-
 // inner = P . V (4 k32 steps, a fresh accumulator: the block's inner level).
 template <int D>
 SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[SM90_PV_STEPS][4], const u8 *v_tile) {
@@ -227,12 +202,9 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
 // P.V of block j and Q.K^T of block j+1 go to the tensor cores back to back, and the other
 // consumer warpgroup's softmax runs meanwhile. The trace stamps cost nothing unless
 // SM90_TRACE is set.
-// With SM90_FOLD_LATE, `inner` and `alpha_prev` carry block j's P.V and rescale to block
-// j+1, whose softmax folds them; the caller folds the last block's.
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
-                                      float (&o)[D / 2], float (&m)[2], float (&l)[2], float (&inner)[D / 2],
-                                      float (&alpha_prev)[2]) {
+                                      float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
   c.trace.stamp(j, TRACE_START);
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
@@ -240,15 +212,10 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   float alpha[2];
   u32 p[SM90_PV_STEPS][4];
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
-  if constexpr (SM90_FOLD_LATE) {
-    block_softmax_split(c, j, k_mult, s, m, l, alpha, p, [&] {
-      if (j > 0) fold_block<D>(o, alpha_prev, inner);
-    });
-  } else {
-    block_softmax(c, j, k_mult, s, m, l, alpha, p);
-  }
+  block_softmax(c, j, k_mult, s, m, l, alpha, p);
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
+  float inner[D / 2];
   const bool has_next = j + 1 < c.blocks;
   if (has_next) c.smem.ring.consumer_wait(c.ring);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
@@ -268,12 +235,7 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   wgmma_pin(inner);
   wgmma_pin(s);
   warp_release(&c.smem.ring.empty[stage]);
-  if constexpr (SM90_FOLD_LATE) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) alpha_prev[h] = alpha[h];
-  } else {
-    fold_block<D>(o, alpha, inner);
-  }
+  fold_block<D>(o, alpha, inner);
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
@@ -326,9 +288,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
       } else {
         wgmma_wait<0>();
         wgmma_pin(sa);
-        float inner[D / 2], alpha_prev[2];
-        for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l, inner, alpha_prev);
-        if (SM90_FOLD_LATE) fold_block<D>(o, alpha_prev, inner);
+        for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
       }
       if (!SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // every Q.K^T of this tile has completed
     }
