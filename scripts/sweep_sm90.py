@@ -27,9 +27,6 @@ SCHEDULES = {
     "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
     "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
-    "producer-suspend 500ns": ("-DSM90_PRODUCER_SUSPEND_NS=500",),
-    "producer-suspend 5us": ("-DSM90_PRODUCER_SUSPEND_NS=5000",),
-    "producer-suspend 100us": ("-DSM90_PRODUCER_SUSPEND_NS=100000",),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

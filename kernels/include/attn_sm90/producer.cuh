@@ -7,18 +7,12 @@
 // stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
 // still count in the box's bytes, so the count is the full box every time.
 // GQA: the K/V maps are indexed with the query head's kv head.
+// The thread polls its barriers: a suspend-time hint on those waits (its warp shares a
+// scheduler with two consumer warps) measured no gain (EXPERIMENT_LOG seq 29; tree 7d591a7).
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
 #include "scheduler.cuh"
-
-// How long the producer thread may sleep inside each wait for a free stage or Q slot
-// (nanoseconds; 0 = poll). Polling, its warp re-issued a try_wait and a branch every ~10
-// cycles: a tenth of the kernel's instructions (ncu), on the scheduler it shares with one
-// warp of each consumer warpgroup.
-#ifndef SM90_PRODUCER_SUSPEND_NS
-#define SM90_PRODUCER_SUSPEND_NS 0
-#endif
 
 struct AttnMaps {
   const TensorMap *q;  // int8 [B * H_q, N_q, D], box 128 x D
@@ -41,13 +35,12 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &
     const int blocks = visible_key_blocks(q0, SM90_CTA_Q, n_q, n_kv, causal, shift, SM90_BLOCK_KEYS);
     if (blocks == 0) continue;  // every row is blind: the consumers write zeros without reading anything
     const int hk = tile.head / group;
-    if (SM90_PRODUCER_SUSPEND_NS) mbarrier_wait_parity_suspending(&smem.q_slot.empty, q_parity ^ 1u, SM90_PRODUCER_SUSPEND_NS);
-    else mbarrier_wait_parity(&smem.q_slot.empty, q_parity ^ 1u);
+    mbarrier_wait_parity(&smem.q_slot.empty, q_parity ^ 1u);
     mbarrier_arrive_expect_tx(&smem.q_slot.full, sizeof(smem.q));
     tma_load_3d(smem.q, maps.q, &smem.q_slot.full, 0, q0, tile.batch * tiles.heads + tile.head);
     q_parity ^= 1u;
     for (int j = 0; j < blocks; ++j) {
-      smem.ring.producer_wait(ring, SM90_PRODUCER_SUSPEND_NS);
+      smem.ring.producer_wait(ring);
       mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
       tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * SM90_BLOCK_KEYS, hk, tile.batch);
       tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * SM90_BLOCK_KEYS, 0, hk, tile.batch);

@@ -49,33 +49,8 @@ SAGE_DEVICE bool mbarrier_try_wait_parity(u64 *bar, u32 parity) {
   return done != 0;
 }
 
-// The same with a suspend-time hint: the thread may sleep up to `suspend_ns` inside the
-// instruction (it wakes when the phase completes). Without the hint the hardware's limit is
-// short enough that a waiting thread re-polls every ~10 cycles.
-SAGE_DEVICE bool mbarrier_try_wait_parity(u64 *bar, u32 parity, u32 suspend_ns) {
-  u32 done;
-  asm volatile(
-      "{\n"
-      "  .reg .pred complete;\n"
-      "  mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2, %3;\n"
-      "  selp.u32 %0, 1, 0, complete;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(smem_address(bar)), "r"(parity), "r"(suspend_ns)
-      : "memory");
-  return done != 0;
-}
-
 // Blocks until the phase of the given parity has completed.
 SAGE_DEVICE void mbarrier_wait_parity(u64 *bar, u32 parity) {
   while (!mbarrier_try_wait_parity(bar, parity)) {
-  }
-}
-
-// Blocks like mbarrier_wait_parity, for waiters that are off the critical path (a producer
-// with stages in hand): each poll may sleep up to `suspend_ns`, so the waiting warp stops
-// taking issue slots from the warps that share its scheduler.
-SAGE_DEVICE void mbarrier_wait_parity_suspending(u64 *bar, u32 parity, u32 suspend_ns) {
-  while (!mbarrier_try_wait_parity(bar, parity, suspend_ns)) {
   }
 }

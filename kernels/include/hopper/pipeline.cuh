@@ -43,10 +43,8 @@ struct RingBarriers {
     }
   }
   SAGE_DEVICE void consumer_wait(const RingPosition<STAGES> &at) { mbarrier_wait_parity(&full[at.stage], at.parity); }
-  // suspend_ns > 0: the producer sleeps in its waits (mbarrier_wait_parity_suspending).
-  SAGE_DEVICE void producer_wait(const RingPosition<STAGES> &at, u32 suspend_ns = 0) {
-    if (suspend_ns) mbarrier_wait_parity_suspending(&empty[at.stage], at.parity ^ 1u, suspend_ns);
-    else mbarrier_wait_parity(&empty[at.stage], at.parity ^ 1u);
+  SAGE_DEVICE void producer_wait(const RingPosition<STAGES> &at) {
+    mbarrier_wait_parity(&empty[at.stage], at.parity ^ 1u);
   }
 };
 
