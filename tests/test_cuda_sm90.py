@@ -195,3 +195,29 @@ def test_both_kernels_read_the_same_flag_bits():
     sm90 = defines(INCLUDE_DIR / "attn_sm90" / "mainloop.cuh", "SM90_")
     for name, value in (("CAUSAL", ops.ATTN_CAUSAL), ("PER_THREAD", ops.ATTN_PER_THREAD), ("OUT_BF16", ops.ATTN_OUT_BF16)):
         assert mma[name] == sm90[name] == value, name
+
+
+def _sweep_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "sweep_sm90.py"
+    spec = importlib.util.spec_from_file_location("sweep_sm90", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
+    sweep = _sweep_script()
+    everything = list(sweep.variants(128))
+    assert [name for name, _, _ in everything].count("default") == len(sweep.STAGES[128])  # one per ring depth
+    assert not any(name.startswith("d64") for name, _, _ in everything)
+    assert any(name == "d64-overlap" for name, _, _ in sweep.variants(64))
+    chosen = list(sweep.variants(128, only=("default", "no-pingpong")))
+    assert [(name, stages) for name, stages, _ in chosen] == [("default", None), ("no-pingpong", None)]
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(["--build-only", "--variants", "default,no-such-schedule"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--variants" in err and "no-such-schedule" in err and "default" in err
