@@ -14,7 +14,8 @@
 //                 registers to the consumers (setmaxnreg)
 //   warpgroups 1, 2  consumers: 64 query rows each; S, P, O, the row state in registers
 //                 (attn_sm90/mainloop.cuh, softmax.cuh, epilogue.cuh)
-//   the grid      persistent, one CTA per SM, static tile walk (attn_sm90/scheduler.cuh)
+//   the grid      persistent, one CTA per SM, tiles taken from a global counter
+//                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q
 // Shared memory: Q 128 x D, STAGES x (K 128 x D + V^T D x 128), 1024-byte aligned,
 // K-major with the hardware swizzle of the row width (128 B at D = 128, 64 B at D = 64).
 #include "attn_sm90/mainloop.cuh"
@@ -28,6 +29,7 @@ struct Sm90Smem {
   u8 v[STAGES][D * SM90_BLOCK_KEYS];
   RingBarriers<STAGES> ring;
   SlotBarriers q_slot;
+  int q_tile;  // the tile whose Q the slot holds (scheduler.cuh), written by the producer
 };
 
 // Dynamic shared memory is requested with this much slack, so the tiles can start on
@@ -40,7 +42,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
     const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
     const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn, float *__restrict__ lse,
     int n_q, int n_kv, int heads_q, int heads_kv, int batch, int q_groups, int k_groups, int flags, int causal_shift,
-    float sm_scale_log2e, u64 *trace) {
+    float sm_scale_log2e, int *tile_counter, u64 *trace) {
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   extern __shared__ u8 smem_raw[];
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
@@ -53,11 +55,12 @@ __global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
   }
   __syncthreads();
   const bool causal = flags & SM90_CAUSAL;
-  const TileScheduler tiles(n_q, heads_q, batch, causal);
+  const TileScheduler tiles(n_q, n_kv, D, heads_q, batch, causal);
   if (warpgroup_index() == 0) {
     warpgroup_regs_release<SM90_PRODUCER_REGS>();
     if (threadIdx.x == 0)
-      produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, smem, tiles, heads_kv, n_q, n_kv, causal, causal_shift);
+      produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, smem, tiles, tile_counter, heads_kv, n_q, n_kv, causal,
+                         causal_shift);
     return;
   }
   warpgroup_regs_claim<SM90_CONSUMER_REGS>();

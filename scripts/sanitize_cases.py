@@ -35,8 +35,9 @@ def main() -> int:
         bad += not finite
         print(f"case {nq}x{nkv} d{d} {layout} causal={causal}/{align}: {'ok' if finite else 'NON-FINITE'}")
     if ops_sm90.unavailable_reason() is None:  # the Hopper kernel: the same cases, plus a persistent walk
-        for nq, nkv, d, layout, hq, hkv, causal, align, gran, _, dtype in CASES + [
-                (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16)]:
+        for nq, nkv, d, layout, hq, hkv, causal, align, gran, _, dtype in CASES + [  # and fully blind tiles
+                (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16),
+                (400, 100, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16)]:
             shape = lambda h, n: (1, h, n, d) if layout == "HND" else (1, n, h, d)  # noqa: E731
             q, k, v = (torch.randn(shape(h, n), device="cuda", dtype=dtype) for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
             out, lse = ops_sm90.attention(q, k, v, causal=causal, layout=layout, granularity=gran,

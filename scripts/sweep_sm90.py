@@ -27,6 +27,8 @@ SCHEDULES = {
     "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
     "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
+    "dynamic head-major": ("-DSM90_CAUSAL_WINDOW=0",),
+    "static head-major": ("-DSM90_STATIC_TILES=1", "-DSM90_CAUSAL_WINDOW=0"),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

@@ -49,7 +49,7 @@ def unavailable_reason() -> str | None:
 def shared_memory_bytes(head_dim: int, stages: int) -> int:
     """Dynamic shared memory of attn_sm90_kernel<head_dim, stages> (layout of Sm90Smem, plus alignment slack)."""
     tiles = CTA_Q * head_dim + stages * 2 * BLOCK_KEYS * head_dim
-    barriers = 8 * (2 * stages + 2)
+    barriers = 8 * (2 * stages + 2) + 8  # the ring's and the Q slot's mbarriers, the tile index (padded to 8)
     return tiles + barriers + SMEM_ALIGN
 
 
@@ -102,10 +102,11 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // CTA_Q) * h_q * b
     fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH, options=tuple(build_options))
+    tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (THREADS, 1, 1),
            (*tensor_maps(p), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
-            I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), trace),
+            I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
            shared_mem=shared_memory_bytes(width, stages), name="attn_sm90_kernel")
     return finish_outputs(p, out, lse)
 

@@ -249,7 +249,12 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
   u32 q_parity = 0;
   const PingPong turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
-  for (int ti = tiles.first(); tiles.valid(ti); ti = tiles.next(ti)) {
+  for (bool first_tile = true;; first_tile = false) {
+    // The producer hands over each tile (and its Q) through the Q slot; SM90_NO_TILE ends.
+    mbarrier_wait_parity(&smem.q_slot.full, q_parity);
+    q_parity ^= 1u;
+    const int ti = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile, 0) : 0, 0);  // producer.cuh
+    if (!tiles.valid(ti)) break;
     const Tile tile = tiles(ti);
     const int q0 = tile.qblock * SM90_CTA_Q, hk = tile.head / group;
     const int warp_row0 = q0 + SM90_WG_ROWS * wg + 16 * warp, row0 = warp_row0 + lane / 4;
@@ -268,12 +273,10 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       a.k_scale + bhk * a.k_groups, a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e,
                                       0.0f, blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread,
-                                      Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && ti == tiles.first()
+                                      Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && first_tile
                                                  ? a.trace + (4 * wg + warp) * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
                                                  : nullptr}};
       c.k_ahead = c.load_k_scale(0);
-      mbarrier_wait_parity(&smem.q_slot.full, q_parity);
-      q_parity ^= 1u;
       c.q.load(q_tile, t);
       if (SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // the next tile's Q may load now
       i32 sa[SM90_S_REGS];
@@ -291,6 +294,8 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
         for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
       }
       if (!SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // every Q.K^T of this tile has completed
+    } else {
+      warp_release(&smem.q_slot.empty);  // a blind tile: only its index came through the slot
     }
     sm90_store_output<D>(o, m, l, a.v_scale + bhk * D, a.out + tile.batch * a.o_sb + tile.head * a.o_sh, a.o_sn,
                          a.lse != nullptr ? a.lse + bh * a.n_q : nullptr, row0, a.n_q, lane,

@@ -20,25 +20,47 @@ struct AttnMaps {
   const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x 128
 };
 
+// The tile index goes through shared memory as an atomic store, read back as an atomic by
+// one lane per consumer warp (mainloop.cuh): the Q slot's mbarriers order the two (arrive
+// releases, the wait acquires), and compute-sanitizer's racecheck, which does not model
+// mbarrier ordering for plain shared-memory accesses, then has nothing to report.
+template <typename Smem>
+SAGE_DEVICE void hand_over_tile(Smem &smem, int tile) {
+  atomicExch(&smem.q_tile, tile);
+}
+
+// Every tile goes through the Q slot, its index in smem.q_tile: with its Q when it has key
+// blocks, alone when it has none (blind rows: the consumers write zeros), and SM90_NO_TILE
+// after the last one, which ends the consumers' walk.
 template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &tiles, int heads_kv, int n_q, int n_kv,
-                         bool causal, int shift) {
+SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &tiles, int *tile_counter, int heads_kv,
+                         int n_q, int n_kv, bool causal, int shift) {
   tma_prefetch_descriptor(maps.q);
   tma_prefetch_descriptor(maps.k);
   tma_prefetch_descriptor(maps.v);
   RingPosition<STAGES> ring;
   u32 q_parity = 0;
   const int group = tiles.heads / heads_kv;
-  for (int t = tiles.first(); tiles.valid(t); t = tiles.next(t)) {
+  for (int t = tiles.first();;) {
+    mbarrier_wait_parity(&smem.q_slot.empty, q_parity ^ 1u);  // the consumers have read the last index
+    q_parity ^= 1u;
+    if (!tiles.valid(t)) {
+      hand_over_tile(smem, SM90_NO_TILE);
+      mbarrier_arrive(&smem.q_slot.full);
+      return;
+    }
+    const int next = tiles.take_next(tile_counter, t);  // in flight while this tile loads
     const Tile tile = tiles(t);
     const int q0 = tile.qblock * SM90_CTA_Q;
     const int blocks = visible_key_blocks(q0, SM90_CTA_Q, n_q, n_kv, causal, shift, SM90_BLOCK_KEYS);
-    if (blocks == 0) continue;  // every row is blind: the consumers write zeros without reading anything
     const int hk = tile.head / group;
-    mbarrier_wait_parity(&smem.q_slot.empty, q_parity ^ 1u);
-    mbarrier_arrive_expect_tx(&smem.q_slot.full, sizeof(smem.q));
-    tma_load_3d(smem.q, maps.q, &smem.q_slot.full, 0, q0, tile.batch * tiles.heads + tile.head);
-    q_parity ^= 1u;
+    hand_over_tile(smem, t);
+    if (blocks == 0) {
+      mbarrier_arrive(&smem.q_slot.full);
+    } else {
+      mbarrier_arrive_expect_tx(&smem.q_slot.full, sizeof(smem.q));
+      tma_load_3d(smem.q, maps.q, &smem.q_slot.full, 0, q0, tile.batch * tiles.heads + tile.head);
+    }
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);
       mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
@@ -46,5 +68,6 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &
       tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * SM90_BLOCK_KEYS, 0, hk, tile.batch);
       ring.advance();
     }
+    t = next;
   }
 }

@@ -1,34 +1,66 @@
 // Tile scheduler of the sm_90a attention kernel: a persistent grid (one CTA per SM)
-// walks the (batch, head, 128-row query block) tiles with a static stride.
+// takes (batch, head, 128-row query block) tiles from a global counter as it finishes
+// them (dynamic, greedy): a CTA's first tile is its block index, every later one the
+// counter's next value (offset by the grid size).
 //
-// Tiles are numbered head-major, so the CTAs in flight at any moment share one or
-// two heads' K and V in L2. Causal tiles are numbered heaviest first inside a head
-// (the last query block sees the most keys), which evens out the strided walk.
-// The producer and both consumer warpgroups walk the same sequence independently:
-// no communication is needed to agree on the next tile.
+// Tiles are numbered head-major, so the CTAs in flight at any moment share few heads' K
+// and V in L2. Causal tiles (the last query block sees the most keys) are numbered
+// heaviest first across a window of heads (SM90_L2_WINDOW_BYTES). Taken greedily in that
+// order, causal work spreads to within ~1% of even in a model of the issue's shapes; the
+// former static stride left 5% at N 16384 B 2 and 26% at N 1024 B 32 idle (its CTAs
+// drew unequal sums of tile lengths).
+// Only the producer thread takes tiles; it hands each one to the consumer warpgroups in
+// shared memory with the tile's Q (producer.cuh, SM90_NO_TILE ends the walk).
 #pragma once
 #include "../common.cuh"
 #include "geometry.cuh"
+
+#ifndef SM90_STATIC_TILES
+#define SM90_STATIC_TILES 0
+#endif
+#define SM90_NO_TILE 0x7fffffff  // handed over after the last tile: not valid()
 
 struct Tile {
   int qblock, head, batch;
 };
 
+// Causal tiles are ordered heaviest first across a window of (batch, head) pairs whose K and
+// V fit in this many bytes of L2 together (the H200 has 50 MB), head-major window by window:
+// nearly longest-processing-time-first balance without spreading the CTAs over every head.
+#define SM90_L2_WINDOW_BYTES (24 << 20)
+#ifndef SM90_CAUSAL_WINDOW
+#define SM90_CAUSAL_WINDOW 1  // 0: one pair per window (heaviest first inside each head)
+#endif
+
 struct TileScheduler {
-  int q_blocks, heads, tiles;
+  int q_blocks, heads, pairs, tiles, window;  // pairs: (batch, head) pairs; window: pairs per causal window
   bool causal;
 
-  SAGE_DEVICE TileScheduler(int n_q, int heads_q, int batch, bool causal_)
-      : q_blocks(ceil_div(n_q, SM90_CTA_Q)), heads(heads_q), tiles(ceil_div(n_q, SM90_CTA_Q) * heads_q * batch),
+  SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int batch, bool causal_)
+      : q_blocks(ceil_div(n_q, SM90_CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
+        window(SM90_CAUSAL_WINDOW ? max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1)))) : 1),
         causal(causal_) {}
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
-  SAGE_DEVICE int next(int tile) const { return tile + gridDim.x; }
+  // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
+  // handed out beyond the grid's first ones. SM90_STATIC_TILES=1 keeps the static stride.
+  SAGE_DEVICE int take_next(int *counter, int current) const {
+    return SM90_STATIC_TILES ? current + gridDim.x : gridDim.x + atomicAdd(counter, 1);
+  }
   SAGE_DEVICE bool valid(int tile) const { return tile < tiles; }
 
   SAGE_DEVICE Tile operator()(int tile) const {
-    const int bh = tile / q_blocks, r = tile % q_blocks;
-    return Tile{causal ? q_blocks - 1 - r : r, bh % heads, bh / heads};
+    int bh, qblock;
+    if (causal) {  // window w holds pairs [w * window, ...): rank r of every pair, then rank r + 1
+      const int span = window * q_blocks, w = tile / span, in_window = tile % span;
+      const int here = min(window, pairs - w * window);  // the last window may be short
+      bh = w * window + in_window % here;
+      qblock = q_blocks - 1 - in_window / here;
+    } else {
+      bh = tile / q_blocks;
+      qblock = tile % q_blocks;
+    }
+    return Tile{qblock, bh % heads, bh / heads};
   }
 };
 
