@@ -27,6 +27,8 @@ struct Tile {
 // Causal tiles are ordered heaviest first across a window of (batch, head) pairs whose K and
 // V fit in this many bytes of L2 together (the H200 has 50 MB), head-major window by window:
 // nearly longest-processing-time-first balance without spreading the CTAs over every head.
+// A pair's K and V take 2 * n_kv * head_dim bytes; the window is the whole pairs that fit
+// strictly below the budget (hence the + 1 in the constructor: 4 MB pairs give 5, not 6).
 #define SM90_L2_WINDOW_BYTES (24 << 20)
 #ifndef SM90_CAUSAL_WINDOW
 #define SM90_CAUSAL_WINDOW 1  // 0: one pair per window (heaviest first inside each head)

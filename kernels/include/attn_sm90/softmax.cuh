@@ -79,11 +79,13 @@ struct BlockMask {
 // per-lane partial row sums (before fp8 rounding) and writes P's e4m3 A fragments (p[k]:
 // P.V k32 step k, keys 32k..32k+31). With MASKED, hidden scores count as the sentinel
 // (INT32 max) and as MASK_SCORE (exp2 argument).
-// Both row halves' INT32 maxima first (two chains of 16 VIMNMX3), then each half's
-// conversion and quad shuffles. Measured against the two other forms on the H200
-// (EXPERIMENT_LOG seq 28): each half's chain followed by its own shuffles ran 4% slower at
-// head_dim 64 (0.6% at 128), and a 3-ary tree (depth 4 instead of 16) 6% slower at 64
-// although it took 27 cycles off the softmax alone.
+
+// The INT32 maximum of each row half's 32 scores. sm90_softmax_max takes both halves'
+// maxima (two chains of 16 VIMNMX3) before either half's conversion and quad shuffles.
+// Measured against the two other forms on the H200 (EXPERIMENT_LOG seq 28): each half's
+// chain followed by its own shuffles ran 4% slower at head_dim 64 (0.6% at 128), and a
+// 3-ary tree (depth 4 instead of 16) 6% slower at 64 although it took 27 cycles off the
+// softmax alone.
 template <bool MASKED>
 SAGE_DEVICE void sm90_row_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, i32 (&mx)[2]) {
 #pragma unroll
