@@ -145,16 +145,22 @@ if measured_hw is not ownership.H200:
 # at about 1330 of a warpgroup's 2420 cycles per block, latency-bound rather than exp2-bound.
 
 # %%
+def sm90_kernel_only(document):
+    """The recording's cuda-sm90 kernel-only, non-causal records at this notebook's B, H, N."""
+    return [record for record in document.get("records", [])
+            if (record["backend"], record["mode"], record["causal"]) == ("cuda-sm90", "kernel_only", False)
+            and (record["shape"]["batch"], record["shape"]["heads"], record["shape"]["seq_q"]) == (batch, heads, n_tokens)
+            and record["shape"]["head_dim"] in head_dims]
+
+
 built = []
-recorded_bench, recorded_bench_path = bench_records.latest(stem="sm90-bench")
+recorded_bench, recorded_bench_path = next(  # the newest recording (any bench file) that has them
+    ((document, path) for document, path in reversed(bench_records.load_all()) if sm90_kernel_only(document)),
+    (None, None))
 projected = {(row["head_dim"], row["conversion"]): row for row in (measured if measured_hw is not ownership.H200 else stated)
              if row["structure"] == "fa3_pingpong"}
-for record in (recorded_bench or {}).get("records", []):
+for record in sm90_kernel_only(recorded_bench or {}):
     shape = record["shape"]
-    if (record["backend"], record["mode"], record["causal"]) != ("cuda-sm90", "kernel_only", False):
-        continue
-    if (shape["batch"], shape["heads"], shape["seq_q"]) != (batch, heads, n_tokens) or shape["head_dim"] not in head_dims:
-        continue
     bound = projected[(shape["head_dim"], "cvt")]
     built.append({"head_dim": shape["head_dim"], "measured kernel-only TOPS (recorded)": record["tops"],
                   ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
