@@ -39,7 +39,7 @@ measure = True
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import bench_records, microbench, ownership, plots
+from sagelib import bench_records, microbench, ownership, plots, sweep_records
 from sagelib.results import Results
 
 results = Results("01_ownership", output_dir)
@@ -173,6 +173,34 @@ if built:
 else:
     display(Markdown(f"No recorded `cuda-sm90` kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
                      "data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
+
+# %% [markdown]
+# ## What the schedule experiments on the built kernel measured (recorded sweeps)
+# Every build variant `scripts/sweep_sm90.py` timed on the H200, as its speed against the
+# baseline build of the same call (kernel only; ratios across calls would mix in the card's
+# drift). Each file is cited by an experiment-log record that says what was tried and why it
+# was kept or closed. Variants whose output disagreed with the baseline's are listed under
+# the chart instead of drawn (their times do not count). Moving work into the softmax phase, or work out of
+# it into the same warpgroup's wgmma window, lost every time: the phase is bound by its own
+# instruction latency at two consumer warps per scheduler.
+
+# %%
+sweep_ratios = sweep_records.load_ratios()
+results.add("schedule experiments (recorded)", sweep_ratios)
+issue_shapes = ["B2 H32 N16384 D128", "B2 H32 N16384 D128 causal", "B2 H32 N16384 D64", "B32 H32 N1024 D128"]
+if sweep_ratios:
+    labels = list(dict.fromkeys((r.experiment, r.variant) for r in sweep_ratios  # file order, each once
+                                if r.same_output and r.shape in issue_shapes))
+    by_key = {(r.experiment, r.variant, r.shape): r.speedup for r in sweep_ratios if r.same_output}
+    fig = plots.speedup_bars([f"{e.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {v}" for e, v in labels],
+                             {s: [by_key.get((e, v, s), float("nan")) for e, v in labels] for s in issue_shapes},
+                             title="Build variants of the Hopper kernel against the baseline of the same call")
+    results.figure(fig, "schedule_experiments")
+    void = [r for r in sweep_ratios if not r.same_output]
+    for r in void:
+        display(Markdown(f"- left out: `{r.experiment}` / `{r.variant}` at {r.shape}: its output disagreed with the baseline's"))
+else:
+    display(Markdown("No recorded sweeps (`data/results/*-sm90-sweep*.json`) to show."))
 
 # %% [markdown]
 # ## The closed experiments against the leading structure

@@ -130,3 +130,20 @@ def bound_bars(rows: Sequence[Mapping], head_dim: int, conversion: str, title: s
     return grouped_bars([r["structure"] for r in sel],
                         {"floor (projection)": [r[FLOOR] for r in sel], "serial (projection)": [r[SERIAL] for r in sel]},
                         ylabel="TOPS", title=title, ax=ax)
+
+
+def speedup_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], title: str = "", ax=None,
+                 reference: float = 1.0, xlabel: str = "speed against the baseline of the same call"):
+    """Horizontal bars, one row per label and one bar per ``series`` entry (NaN: no bar), a line at ``reference``."""
+    fig, ax = _axes(ax, (9, 0.3 * len(labels) * max(1, len(series)) ** 0.5 + 1.5))
+    height = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        ys = [j + (i - (len(series) - 1) / 2) * height for j in range(len(labels))]
+        ax.barh(ys, [v - reference for v in values], height, left=reference, label=name)
+    ax.axvline(reference, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    return fig

@@ -1,0 +1,59 @@
+"""sagelib.sweep_records: variant speed against the baseline of the same recorded sweep."""
+
+import json
+import math
+
+import pytest
+
+from sagelib import sweep_records
+
+
+def _row(variant, shape, ms, stages=4, diff=0.0, **extra):
+    return {"shape": shape, "variant": variant, "stages": stages, "ms": ms, "tops": 1.0 / ms,
+            "rel_l1_to_default": diff, **extra}
+
+
+def test_ratios_use_the_deepest_default_ring_and_skip_ablations():
+    rows = [_row("default", "S", 10.0, stages=2), _row("default", "S", 8.0, stages=4),
+            _row("fast", "S", 4.0), _row("ablate: no exp2", "S", 1.0, diff=0.5)]
+    found = {r.variant: r for r in sweep_records.ratios({"rows": rows}, "exp")}
+    assert set(found) == {"default, 2 stages", "fast"}
+    assert found["fast"].speedup == 2.0 and found["fast"].same_output
+    assert found["default, 2 stages"].speedup == 0.8
+
+
+def test_repeats_are_averaged_within_their_own_call():
+    rows = [_row("default", "S", 10.0, repeat=1), _row("v", "S", 5.0, repeat=1),
+            _row("default", "S", 20.0, repeat=2), _row("v", "S", 20.0, repeat=2)]
+    (ratio,) = sweep_records.ratios({"rows": rows}, "exp")
+    assert (ratio.low, ratio.high, ratio.repeats) == (1.0, 2.0, 2)
+    assert ratio.speedup == 1.5
+
+
+def test_a_variant_whose_output_differs_is_flagged():
+    rows = [_row("default", "S", 10.0), _row("nan", "S", 5.0, diff=None, invalid="NaN outputs"),
+            _row("off", "S", 5.0, diff=1e-2), _row("nan2", "S", 5.0, diff=math.nan)]
+    flags = {r.variant: r.same_output for r in sweep_records.ratios({"rows": rows}, "exp")}
+    assert flags == {"nan": False, "off": False, "nan2": False}
+
+
+def test_former_default_is_the_baseline_when_no_default_is_named():
+    rows = [_row("old (former default)", "S", 10.0), _row("new", "S", 8.0)]
+    (ratio,) = sweep_records.ratios({"rows": rows}, "exp")
+    assert ratio.variant == "new" and ratio.speedup == 1.25
+    with pytest.raises(ValueError, match="expected a 'default' or a '\\(former default\\)' variant"):
+        sweep_records.ratios({"rows": [_row("a", "S", 1.0), _row("b", "S", 2.0)]}, "exp")
+
+
+def test_load_ratios_names_each_experiment_by_its_file(tmp_path):
+    document = {"schema": sweep_records.SCHEMA, "rows": [_row("default", "S", 2.0), _row("v", "S", 1.0)]}
+    (tmp_path / "2026-11-29-nvidia-h200-sm90-sweep-demo.json").write_text(json.dumps(document))
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "sagelib.bench/1"}))
+    (ratio,) = sweep_records.load_ratios(tmp_path)
+    assert (ratio.experiment, ratio.variant, ratio.speedup) == ("sm90-sweep-demo", "v", 2.0)
+
+
+def test_a_shape_listed_twice_in_one_call_is_a_second_pass():
+    rows = [_row("default", "S", 10.0), _row("v", "S", 5.0), _row("default", "S", 20.0), _row("v", "S", 10.0)]
+    (ratio,) = sweep_records.ratios({"rows": rows}, "exp")
+    assert (ratio.variant, ratio.speedup, ratio.repeats) == ("v", 2.0, 2)
