@@ -180,9 +180,9 @@ else:
 # baseline build of the same call (kernel only; ratios across calls would mix in the card's
 # drift). Each file is cited by an experiment-log record that says what was tried and why it
 # was kept or closed. Variants whose output disagreed with the baseline's are listed under
-# the chart instead of drawn (their times do not count). Moving work into the softmax phase, or work out of
-# it into the same warpgroup's wgmma window, lost every time: the phase is bound by its own
-# instruction latency at two consumer warps per scheduler.
+# the chart instead of drawn (their times do not count). Moving work into the softmax phase,
+# or the softmax beside the same warpgroup's wgmma, lost every time; the traces and ncu point
+# to a phase bound by its own instruction latency at two consumer warps per scheduler.
 
 # %%
 sweep_ratios = sweep_records.load_ratios()
