@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 
 SHAPES = [(2, 32, 16384, 128, False), (2, 32, 16384, 128, True), (2, 32, 16384, 64, False), (32, 32, 1024, 128, False)]
@@ -29,6 +30,10 @@ SCHEDULES = {
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
     "dynamic head-major": ("-DSM90_CAUSAL_WINDOW=0",),
     "static head-major": ("-DSM90_STATIC_TILES=1", "-DSM90_CAUSAL_WINDOW=0"),
+    "noncausal static": ("-DSM90_NONCAUSAL_COUNTER=0",),
+    "max under P.V": ("-DSM90_MAX_UNDER_PV=1",),
+    "max vote": ("-DSM90_MAX_VOTE=1",),
+    "max under P.V + vote": ("-DSM90_MAX_UNDER_PV=1", "-DSM90_MAX_VOTE=1"),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {
@@ -70,8 +75,6 @@ def build_all(only: tuple[str, ...] = ()) -> None:
 
 def time_ms(fn, reps=20) -> float:
     """Median of ``reps`` CUDA-event timings of ``fn`` (sagelib.bench's timer)."""
-    import statistics
-
     import torch
 
     from sagelib import bench
@@ -86,6 +89,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None)
     parser.add_argument("--ablate", action="store_true", help="time the leave-one-out builds instead")
     parser.add_argument("--shapes", default=None, help="B:H:N:D[:causal],... (default: the issue's shapes)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every variant this many times, in rotated order, and report the median "
+                             "(the first build timed in a shape can read ~1-3%% slow)")
     parser.add_argument("--variants", default="",
                         help=f"comma-separated schedules to build or time (default: all of {', '.join(SCHEDULES)})")
     args = parser.parse_args(argv)
@@ -105,7 +111,8 @@ def main(argv=None) -> int:
         print(reason, file=sys.stderr)
         return 2
     rows = []
-    print(f"{'shape':<24} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check")
+    print(f"{'shape':<24} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"
+          + ("  (rounds: min-max ms)" if args.rounds > 1 else ""))
     shapes = SHAPES if not args.shapes else [
         tuple(int(x) for x in s.split(":")[:4]) + (s.endswith(":causal"),) for s in args.shapes.split(",")]
     for b, h, n, d, causal in shapes:
@@ -113,21 +120,33 @@ def main(argv=None) -> int:
         p = ops_sm90.prepare(q, k, v, causal=causal, check_finite=False)
         ops = 4 * b * h * n * n * d / (2 if causal else 1)
         reference = ops_sm90.run_attention(p)
-        base = None
-        for name, stages, options in variants(d, args.ablate, only):
+        builds = list(variants(d, args.ablate, only))
+        checks, times = [], {name: [] for name, _, _ in builds}
+        for name, stages, options in builds:
             out = ops_sm90.run_attention(p, stages=stages, build_options=options)
             diff = float((out.double() - reference.double()).abs().sum() / reference.double().abs().sum())
-            ms = time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options))
+            checks.append((diff, bool(torch.equal(out, reference))))
+        for r in range(args.rounds):  # each round starts one variant later: no build always runs first
+            for i in range(len(builds)):
+                name, stages, options = builds[(i + r) % len(builds)]
+                times[name].append(time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options),
+                                           reps=20 if args.rounds == 1 else 10))
+        base = None
+        for (name, stages, _), (diff, identical) in zip(builds, checks):
+            ms = statistics.median(times[name])
             base = base or ms
             row = {"shape": f"B{b} H{h} N{n} D{d}{' causal' if causal else ''}", "variant": name,
                    "stages": stages or ops_sm90.check_stages(d, None), "ms": ms, "tops": ops / ms / 1e9,
-                   "rel_l1_to_default": diff}
+                   "rel_l1_to_default": diff, "bit_identical_to_default": identical, "round_ms": times[name]}
             rows.append(row)
+            spread = f"  {min(times[name]):.3f}-{max(times[name]):.3f}" if args.rounds > 1 else ""
+            check = "same bits" if identical else "ok" if diff < 2e-3 else f"differs {diff:.1e}"
             print(f"{row['shape']:<24} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
-                  f"{base / ms:10.3f} {'ok' if diff < 2e-3 else f'differs {diff:.1e}'}", flush=True)
+                  f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"command": "python3 scripts/sweep_sm90.py", "rows": rows}, f, indent=1)
+            json.dump({"command": "python3 scripts/sweep_sm90.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                       "rows": rows}, f, indent=1)
     return 0
 
 

@@ -164,6 +164,17 @@ def test_shared_memory_budget_and_stage_checks():
             ops_sm90.check_stages(128, bad)
 
 
+def test_environment_options_are_macro_words_only(monkeypatch):
+    monkeypatch.delenv(ops_sm90.OPTIONS_ENV, raising=False)
+    assert ops_sm90.environment_options() == ()
+    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, " -DSM90_MAX_UNDER_PV=1  -USM90_TRACE ")
+    assert ops_sm90.environment_options() == ("-DSM90_MAX_UNDER_PV=1", "-USM90_TRACE")
+    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, "-DSM90_MAX_UNDER_PV=1 --use_fast_math")
+    with pytest.raises(ValueError, match=r"SAGELIB_SM90_OPTIONS: expected -DNAME\[=VALUE\] or -UNAME words, "
+                                         r"got \['--use_fast_math'\]"):
+        ops_sm90.environment_options()
+
+
 def test_bad_input_is_refused_with_the_fix():
     q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="preset: the sm_90a kernel's geometry is the 'sm90' preset"):

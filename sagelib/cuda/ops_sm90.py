@@ -13,6 +13,9 @@ Only an sm_90 GPU runs it (wgmma, TMA and setmaxnreg are sm_90a instructions);
 
 from __future__ import annotations
 
+import os
+import shlex
+
 import torch
 
 from sagelib.contract import presets as P
@@ -33,6 +36,22 @@ SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; th
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
 TRACE_SHAPE = (8, 64, 6)  #: consumer warps x key blocks x phase points (kernels/include/attn_sm90/trace.cuh)
+
+
+#: Environment variable with extra build options for every launch of the kernel, e.g.
+#: ``SAGELIB_SM90_OPTIONS="-DSM90_MAX_UNDER_PV=1" pytest -m gpu tests/test_cuda_sm90.py``
+#: runs the GPU tests on an experimental schedule of kernels/include/attn_sm90/mainloop.cuh.
+OPTIONS_ENV = "SAGELIB_SM90_OPTIONS"
+
+
+def environment_options() -> tuple[str, ...]:
+    """The build options in ``$SAGELIB_SM90_OPTIONS`` (shell words, each a -D or -U macro option)."""
+    words = tuple(shlex.split(os.environ.get(OPTIONS_ENV, "")))
+    bad = [w for w in words if not w.startswith(("-D", "-U"))]
+    if bad:
+        raise ValueError(f"{OPTIONS_ENV}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; "
+                         f"unset it or give macro options only, e.g. {OPTIONS_ENV}=\"-DSM90_MAX_UNDER_PV=1\"")
+    return words
 
 
 def unavailable_reason() -> str | None:
@@ -90,7 +109,8 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
     ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=1",)``
-    to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``; with
+    to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``, added after those in
+    ``$SAGELIB_SM90_OPTIONS`` (:func:`environment_options`); with
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
     of ``kernels/include/attn_sm90/trace.cuh``.
     """
@@ -101,7 +121,8 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // CTA_Q) * h_q * b
-    fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH, options=tuple(build_options))
+    options = (*environment_options(), *build_options)
+    fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (THREADS, 1, 1),
            (*tensor_maps(p), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
