@@ -30,10 +30,6 @@ SCHEDULES = {
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
     "dynamic head-major": ("-DSM90_CAUSAL_WINDOW=0",),
     "static head-major": ("-DSM90_STATIC_TILES=1", "-DSM90_CAUSAL_WINDOW=0"),
-    "noncausal static": ("-DSM90_NONCAUSAL_COUNTER=0",),
-    "max under P.V": ("-DSM90_MAX_UNDER_PV=1",),
-    "max vote": ("-DSM90_MAX_VOTE=1",),
-    "max under P.V + vote": ("-DSM90_MAX_UNDER_PV=1", "-DSM90_MAX_VOTE=1"),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

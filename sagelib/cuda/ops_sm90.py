@@ -39,7 +39,7 @@ TRACE_SHAPE = (8, 64, 6)  #: consumer warps x key blocks x phase points (kernels
 
 
 #: Environment variable with extra build options for every launch of the kernel, e.g.
-#: ``SAGELIB_SM90_OPTIONS="-DSM90_MAX_UNDER_PV=1" pytest -m gpu tests/test_cuda_sm90.py``
+#: ``SAGELIB_SM90_OPTIONS="-DSM90_Q_IN_REGISTERS=1" pytest -m gpu tests/test_cuda_sm90.py``
 #: runs the GPU tests on an experimental schedule of kernels/include/attn_sm90/mainloop.cuh.
 OPTIONS_ENV = "SAGELIB_SM90_OPTIONS"
 
@@ -50,7 +50,7 @@ def environment_options() -> tuple[str, ...]:
     bad = [w for w in words if not w.startswith(("-D", "-U"))]
     if bad:
         raise ValueError(f"{OPTIONS_ENV}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; "
-                         f"unset it or give macro options only, e.g. {OPTIONS_ENV}=\"-DSM90_MAX_UNDER_PV=1\"")
+                         f"unset it or give macro options only, e.g. {OPTIONS_ENV}=\"-DSM90_Q_IN_REGISTERS=1\"")
     return words
 
 

@@ -55,16 +55,6 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// Row max under P.V (-DSM90_MAX_UNDER_PV=1): the batch issues Q.K^T of block j+1 ahead of
-// P.V of block j; once the scores have landed (all but the last wgmma group complete), the
-// row-max half of block j+1's softmax (its INT32 chains, shuffles and alpha) runs while P.V
-// of block j still computes, and only the exp half is left on the warpgroup's path between
-// batches. Registers as the serial schedule's peak (O, inner, S, P); P stays pinned until P.V
-// has completed, since P.V reads it from registers. Unlike the deferred P.V (seq 26) no P
-// register is rewritten while P.V reads it, and P.V is never moved past a softmax.
-#ifndef SM90_MAX_UNDER_PV
-#define SM90_MAX_UNDER_PV 0
-#endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 
@@ -143,50 +133,19 @@ SAGE_DEVICE void issue_scores(i32 (&s)[SM90_S_REGS], const QOperand<D> &q, const
   wgmma_commit();
 }
 
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE BlockMask block_mask(const BlockContext<D, STAGES, Smem> &c, int j) {
-  return BlockMask{j * SM90_BLOCK_KEYS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-}
-
 // Stage 4-5 of block j on its completed scores: the softmax step, P as A fragments.
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult,
                                const i32 (&s)[SM90_S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                u32 (&p)[SM90_PV_STEPS][4]) {
   const float mult = c.q_mult * k_mult;
-  const BlockMask mask = block_mask(c, j);
-  if (mask.partial()) {
+  const int key0 = j * SM90_BLOCK_KEYS;
+  const BlockMask mask{key0, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
+  if (key0 + SM90_BLOCK_KEYS > c.n_kv || (c.causal && key0 + SM90_BLOCK_KEYS - 1 > c.warp_row0 + c.shift)) {
     sm90_online_softmax<true>(s, mask, mult, m, l, alpha, p);
   } else {
     sm90_online_softmax<false>(s, mask, mult, m, l, alpha, p);
   }
-}
-
-// The same step in its two halves, for the max-under-P.V schedule: the row max (m, alpha)...
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void block_row_max(const BlockContext<D, STAGES, Smem> &c, int j, float mult, const i32 (&s)[SM90_S_REGS],
-                               float (&m)[2], float (&alpha)[2]) {
-  const BlockMask mask = block_mask(c, j);
-  if (mask.partial()) {
-    sm90_softmax_max<true>(s, mask, mult, m, alpha);
-  } else {
-    sm90_softmax_max<false>(s, mask, mult, m, alpha);
-  }
-}
-
-// ... and the exp2 half (P, l = l * alpha + the block's row sums).
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void block_exp(const BlockContext<D, STAGES, Smem> &c, int j, float mult, const i32 (&s)[SM90_S_REGS],
-                           const float (&m)[2], float (&l)[2], const float (&alpha)[2], u32 (&p)[SM90_PV_STEPS][4]) {
-  const BlockMask mask = block_mask(c, j);
-  float sum[2] = {0.0f, 0.0f};
-  if (mask.partial()) {
-    sm90_softmax_exp<true>(s, mask, mult, m, sum, p);
-  } else {
-    sm90_softmax_exp<false>(s, mask, mult, m, sum, p);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }
 
 // inner = P . V (4 k32 steps, a fresh accumulator: the block's inner level).
@@ -280,70 +239,6 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
-// The max-under-P.V schedule (-DSM90_MAX_UNDER_PV=1) for block j, whose row max is done:
-// `mult` and `alpha` are block j's on entry and block j+1's on return. HAS_NEXT is false for
-// the tile's last block only; the caller branches to one of two instances (the exp half stays
-// shared), so each wgmma wait is unconditional inside its instance: with the condition left to
-// run time inside one body, ptxas serialised every wgmma (C7514). A fully peeled last block
-// doubled the code and spilled at head_dim 128.
-template <bool HAS_NEXT, int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume_block_max_under_pv(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
-                                            float (&o)[D / 2], float (&m)[2], float (&l)[2], float &mult,
-                                            float (&alpha)[2], u32 (&p)[SM90_PV_STEPS][4]) {
-  const int stage = c.ring.stage;
-  c.ring.advance();
-  if (HAS_NEXT) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D)) c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
-  if (HAS_NEXT) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
-  float inner[D / 2];
-  issue_pv<D>(inner, p, c.smem.v[stage]);
-  c.trace.stamp(j, TRACE_ISSUED);
-  float alpha_next[2] = {1.0f, 1.0f};
-  // A partially hidden next block (the diagonal, the ragged end) takes its row max after the
-  // fold instead: its mask arithmetic needs registers that inner and P hold until then (under
-  // P.V it spilled O at head_dim 128).
-  const BlockMask next_mask = block_mask(c, j + 1);
-  const bool next_partial = HAS_NEXT && next_mask.partial();
-  if (HAS_NEXT) {
-    wgmma_wait<1>();  // Q.K^T of block j+1 has completed; P.V of block j may still run
-    wgmma_pin(s);
-    mult = c.q_mult * c.take_k_scale(j + 1);
-    if (!next_partial) sm90_softmax_max<false>(s, next_mask, mult, m, alpha_next);
-  }
-  wgmma_wait<0>();
-  c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D)) c.turns.pass_turn();
-  wgmma_pin(inner);
-#pragma unroll
-  for (int k = 0; k < SM90_PV_STEPS; ++k) wgmma_pin(p[k]);
-  warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D>(o, alpha, inner);
-  if (next_partial) sm90_softmax_max<true>(s, next_mask, mult, m, alpha_next);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) alpha[h] = alpha_next[h];
-  c.trace.stamp(j, TRACE_FOLDED);
-}
-
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume_blocks_max_under_pv(BlockContext<D, STAGES, Smem> &c, i32 (&s)[SM90_S_REGS],
-                                             float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
-  float mult = c.q_mult * c.take_k_scale(0), alpha[2];
-  block_row_max(c, 0, mult, s, m, alpha);
-  for (int j = 0;; ++j) {
-    c.trace.stamp(j, TRACE_START);
-    u32 p[SM90_PV_STEPS][4];
-    block_exp(c, j, mult, s, m, l, alpha, p);
-    c.trace.stamp(j, TRACE_SOFTMAX_DONE);
-    if (j + 1 < c.blocks) {
-      consume_block_max_under_pv<true>(c, j, s, o, m, l, mult, alpha, p);
-    } else {
-      consume_block_max_under_pv<false>(c, j, s, o, m, l, mult, alpha, p);
-      break;
-    }
-  }
-}
-
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerArgs &a) {
   const int wg = warpgroup_index() - 1;  // 0 or 1
@@ -393,11 +288,6 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
           consume_block_overlapped(c, j, sa, sb, o, m, l);
           if (j + 1 < blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
-      } else if constexpr (SM90_MAX_UNDER_PV) {
-        static_assert(!SM90_TURN_IS_SOFTMAX, "the max-under-P.V schedule takes its turn around the wgmma batch");
-        wgmma_wait<0>();
-        wgmma_pin(sa);
-        consume_blocks_max_under_pv(c, sa, o, m, l);
       } else {
         wgmma_wait<0>();
         wgmma_pin(sa);

@@ -1,8 +1,7 @@
 // Tile scheduler of the sm_90a attention kernel: a persistent grid (one CTA per SM)
-// takes (batch, head, 128-row query block) tiles. Causal tiles come from a global counter
-// as each CTA finishes its previous one (dynamic, greedy): a CTA's first tile is its block
-// index, every later one the counter's next value (offset by the grid size). Non-causal
-// tiles, all of one length, go by the static stride (block index, + grid size, ...).
+// takes (batch, head, 128-row query block) tiles from a global counter as it finishes
+// them (dynamic, greedy): a CTA's first tile is its block index, every later one the
+// counter's next value (offset by the grid size).
 //
 // Tiles are numbered head-major, so the CTAs in flight at any moment share few heads' K
 // and V in L2. Causal tiles (the last query block sees the most keys) are numbered
@@ -18,9 +17,6 @@
 
 #ifndef SM90_STATIC_TILES
 #define SM90_STATIC_TILES 0
-#endif
-#ifndef SM90_NONCAUSAL_COUNTER
-#define SM90_NONCAUSAL_COUNTER 1
 #endif
 #define SM90_NO_TILE 0x7fffffff  // handed over after the last tile: not valid()
 
@@ -49,13 +45,9 @@ struct TileScheduler {
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
   // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
-  // handed out beyond the grid's first ones. Non-causal tiles are all the same length, so they
-  // keep the static stride: there the counter's round trip measured 0.9-1.4% slower
-  // (EXPERIMENT_LOG seq 31; -DSM90_NONCAUSAL_COUNTER=1 builds it). SM90_STATIC_TILES=1 keeps
-  // the static stride for causal tiles too.
+  // handed out beyond the grid's first ones. SM90_STATIC_TILES=1 keeps the static stride.
   SAGE_DEVICE int take_next(int *counter, int current) const {
-    const bool stride = SM90_STATIC_TILES || (!causal && !SM90_NONCAUSAL_COUNTER);
-    return stride ? current + gridDim.x : gridDim.x + atomicAdd(counter, 1);
+    return SM90_STATIC_TILES ? current + gridDim.x : gridDim.x + atomicAdd(counter, 1);
   }
   SAGE_DEVICE bool valid(int tile) const { return tile < tiles; }
 

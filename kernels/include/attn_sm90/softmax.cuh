@@ -72,10 +72,6 @@ struct BlockMask {
     const int key = key0 + sm90_s_key(lane, i), row = warp_row0 + sm90_s_row(lane, i);
     return key >= n_kv || (causal && key > row + shift);
   }
-  // Whether any score of the warp's 16 rows in this block is hidden (warp-uniform).
-  SAGE_DEVICE bool partial() const {
-    return key0 + SM90_BLOCK_KEYS > n_kv || (causal && key0 + SM90_BLOCK_KEYS - 1 > warp_row0 + shift);
-  }
 };
 
 // One key block in two steps: sm90_softmax_max updates m (running max minus the fp8
@@ -105,28 +101,11 @@ SAGE_DEVICE void sm90_row_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask
   }
 }
 
-// Row max vote (-DSM90_MAX_VOTE=1): on a block without hidden scores each lane first checks its
-// own rows' maxima against m; when no row of the warp would raise its m (the common case once
-// the running max has settled), m stays, alpha is 1 and the quad shuffles and the alpha exp2
-// are skipped. Exact: fp32 rounding and the offset subtraction are monotone, so a quad's max
-// raises m only if one of its lanes does.
-#ifndef SM90_MAX_VOTE
-#define SM90_MAX_VOTE 0
-#endif
-
 template <bool MASKED>
 SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
   i32 mx[2];
   sm90_row_max<MASKED>(s, mask, mx);
-  if (!MASKED && SM90_MAX_VOTE) {
-    const bool raises = __int2float_rn(mx[0]) * mult - SAGE_FP8_OFFSET > m[0] ||
-                        __int2float_rn(mx[1]) * mult - SAGE_FP8_OFFSET > m[1];
-    if (!__any_sync(0xffffffffu, raises)) {
-      alpha[0] = alpha[1] = 1.0f;
-      return;
-    }
-  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     // fp32 rounding is monotone, so the max of the scaled scores is the scaled INT32 max.
