@@ -91,6 +91,8 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", default="",
                         help=f"comma-separated schedules to build or time (default: all of {', '.join(SCHEDULES)})")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds: expected a whole number of 1 or more, got {args.rounds}")
     only = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     unknown = [v for v in only if v not in SCHEDULES]
     if unknown:

@@ -233,3 +233,7 @@ def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--variants" in err and "no-such-schedule" in err and "default" in err
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(["--rounds", "0"])
+    assert exit_info.value.code == 2
+    assert "--rounds: expected a whole number of 1 or more, got 0" in capsys.readouterr().err
