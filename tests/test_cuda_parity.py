@@ -138,12 +138,8 @@ ATTN_CASES = [
 def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, accum):
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    kw = dict(causal=causal, layout=layout, preset="sm89", granularity=gran, pv_accum=accum,
-              causal_alignment=align, return_lse=True)
-    out, lse = ops.attention(q, k, v, **kw)
-    ref, ref_lse = contract.attention(q, k, v, **kw)
-    exact = contract.reference_attention(q, k, v, causal=causal, layout=layout, causal_alignment=align)
-    check = parity.against_contract(out, lse, ref, ref_lse, exact)
+    check = parity.check_attention(ops.attention, q, k, v, causal=causal, layout=layout, preset="sm89", granularity=gran,
+                                   pv_accum=accum, causal_alignment=align)
     print(f"[parity] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: {check}")
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 
@@ -185,6 +181,21 @@ def test_sweep_covers_every_factor_and_says_why_the_kernel_did_not_run():
     assert 0 < row["contract_err"] < 0.2
     grid, labels, checks = parity.pass_grid([row])
     assert bool(grid.isnan().all()) and labels == [row["label"]] and len(checks) == grid.shape[1]
+
+
+def test_check_attention_passes_the_contract_itself_and_fails_a_scaled_output():
+    q, k, v = parity.random_qkv(1, 2, 1, 40, 70, 64, torch.float16, "NHD", seed=3, device="cpu")
+    options = dict(causal=True, layout="NHD", preset="sm89", granularity="per_warp", pv_accum="fp32+fp16",
+                   causal_alignment="top_left")
+    same = parity.check_attention(contract.attention, q, k, v, **options)
+    assert same["output_passed"] and same["to_contract"] == 0.0 and same["lse_err"] == 0.0
+
+    def scaled(q, k, v, **kw):
+        out, lse = contract.attention(q, k, v, **kw)
+        return out * 1.05, lse
+
+    off = parity.check_attention(scaled, q, k, v, **options)
+    assert not off["output_passed"] and off["to_contract"] > ATTN_REL_L1
 
 
 def test_error_maps_have_block_shapes():

@@ -72,12 +72,8 @@ def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, cau
     _needs_sm90()
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    kw = dict(causal=causal, layout=layout, preset="sm90", granularity=gran, pv_accum="fp32+fp32",
-              causal_alignment=align, return_lse=True)
-    out, lse = ops_sm90.attention(q, k, v, **kw)
-    ref, ref_lse = contract.attention(q, k, v, **kw)
-    exact = contract.reference_attention(q, k, v, causal=causal, layout=layout, causal_alignment=align)
-    check = parity.against_contract(out, lse, ref, ref_lse, exact)
+    check = parity.check_attention(ops_sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90", granularity=gran,
+                                   pv_accum="fp32+fp32", causal_alignment=align)
     print(f"[parity sm90] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: {check}")
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 

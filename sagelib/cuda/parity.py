@@ -203,6 +203,16 @@ def against_contract(out, lse, ref, ref_lse, exact) -> dict:
     return result
 
 
+def check_attention(attention, q, k, v, **options) -> dict:
+    """A kernel's ``attention`` call against the contract's, with the same ``options`` (the contract's
+    keywords, return_lse is set here), and both against float64: :func:`against_contract`'s verdict."""
+    out, lse = attention(q, k, v, return_lse=True, **options)
+    ref, ref_lse = contract.attention(q, k, v, return_lse=True, **options)
+    exact = contract.reference_attention(q, k, v, causal=options["causal"], layout=options["layout"],
+                                         causal_alignment=options["causal_alignment"])
+    return against_contract(out, lse, ref, ref_lse, exact)
+
+
 def score_error_blocks(q, k, *, layout="HND", granularity="per_thread", use_kernel=False,
                        block_q: int = 128, block_k: int = 64) -> torch.Tensor:
     """Relative error of the INT8 scores over (query block, key block), head 0 of batch 0.
