@@ -22,12 +22,12 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_S
   const int b = blockIdx.z, h = blockIdx.y, heads = gridDim.y;
   const int row0 = blockIdx.x * QUANT_ROWS;
   u32x4 raw[4];
-  load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0);
+  load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
   const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
   __syncthreads();
   const float no_km[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false>(
+  quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false, false>(
       raw, no_km, xq + b * q_sb + h * q_sh, q_sn, scale + ((i64)b * heads + h) * n_groups, n_tokens, row0, geo,
-      n_groups, sm);
+      n_groups, sm, quant_tid());
 }

@@ -45,16 +45,18 @@
 template <int D>
 struct QuadLayout {
   static constexpr int THREADS = 4 * D;  // 128 rows x D/8 chunks / 4 rows per thread
-  static constexpr int CPR = D / 8;      // 16-byte chunks per row
-  // Column chunk (0 .. CPR-1) and first row (0, 4, .., 124) of this thread.
-  static SAGE_DEVICE int chunk(int tid) { return (tid % 8) + 8 * ((tid / 32) % (CPR / 8)); }
-  static SAGE_DEVICE int row(int tid) { return 4 * ((tid / 8) % 4) + 16 * (tid / (4 * CPR)); }
+  static constexpr u32 CPR = D / 8;      // 16-byte chunks per row
+  // Column chunk (0 .. CPR-1) and first row (0, 4, .., 124) of this thread. Unsigned, so
+  // every / and % is a shift or a mask.
+  static SAGE_DEVICE u32 chunk(u32 tid) { return (tid % 8) + 8 * ((tid / 32) % (CPR / 8)); }
+  static SAGE_DEVICE u32 row(u32 tid) { return 4 * ((tid / 8) % 4) + 16 * (tid / (4 * CPR)); }
 };
 
 // threadIdx.x read afresh: in the persistent K/V loop, values derived from the thread
 // index would otherwise be hoisted out of the loop and spilled (register limit 64).
-SAGE_DEVICE int quant_tid() {
-  int t;
+// Read once per item and passed down, so each item pays for one read.
+SAGE_DEVICE u32 quant_tid() {
+  u32 t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
   return t;
 }
@@ -77,13 +79,13 @@ struct QuantSmem {
 
 // The 4 rows of this thread's quad at its chunk; rows at or past n_tokens read as 0.
 template <int D, bool STREAM>
-SAGE_DEVICE void load_quad(u32x4 (&raw)[4], const u16 *x, i64 stride, int n_tokens, int row0) {
-  const int tid = quant_tid();
-  const u16 *p = x + (i64)(row0 + QuadLayout<D>::row(tid)) * stride + QuadLayout<D>::chunk(tid) * 8;
+SAGE_DEVICE void load_quad(u32x4 (&raw)[4], const u16 *x, i64 stride, int n_tokens, int row0, u32 tid) {
+  const int r = row0 + (int)QuadLayout<D>::row(tid);
+  const u16 *p = x + (i64)r * stride + QuadLayout<D>::chunk(tid) * 8;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     raw[k] = u32x4{0u, 0u, 0u, 0u};
-    if (row0 + QuadLayout<D>::row(tid) + k < n_tokens) raw[k] = STREAM ? load_stream(p) : load_keep(p);
+    if (r + k < n_tokens) raw[k] = STREAM ? load_stream(p) : load_keep(p);
     p += stride;
   }
 }
@@ -174,12 +176,12 @@ SAGE_DEVICE float row_amax(const u32x4 &w, const float (&km)[8]) {
 // Called by all threads of the block. On entry sm.amax must be all zero; on exit it is
 // zero again, and no thread touches `sm` after this call's second barrier except
 // to read sm.scale / sm.mult, so a caller may call again after one barrier of its own.
-template <int D, bool BF16, bool CUDA_FLAVOUR, bool SMOOTH_F32>
+template <int D, bool BF16, bool CUDA_FLAVOUR, bool SMOOTH_F32, bool HOLD_ROW_POINTER>
 SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8], i8 *__restrict__ xq,
                                     i64 xq_stride, float *__restrict__ scale_out, int n_tokens, int row0,
-                                    GroupGeometry geo, int n_groups, QuantSmem &sm) {
-  const int tid = quant_tid();
-  const int r0 = QuadLayout<D>::row(tid), c = QuadLayout<D>::chunk(tid);
+                                    GroupGeometry geo, int n_groups, QuantSmem &sm, u32 tid) {
+  const int r0 = (int)QuadLayout<D>::row(tid);
+  const u32 c = QuadLayout<D>::chunk(tid);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     // Rows past the end belong to no group (with smoothing they would read -km).
@@ -191,7 +193,7 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
   __syncthreads();
 
   const int n_local = groups_per_tile(geo);
-  if (tid < n_local) {
+  if (tid < (u32)n_local) {
     // The contract (quantize_groups): "amax / 127" is amax times fl32(1/127), as GPU
     // code divides by a constant; "127 / amax" is correctly rounded.
     const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127)
@@ -213,10 +215,15 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
   }
   __syncthreads();
 
+  // HOLD_ROW_POINTER: one 64-bit row address, advanced per row (fewer instructions, two
+  // more live registers); otherwise each row's address is rebuilt from the arguments.
+  i8 *dst = xq + (i64)(row0 + r0) * xq_stride + c * 8;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int g = group_of(r0 + k, geo);
     const u32x2 q = quantize_row<BF16, CUDA_FLAVOUR, SMOOTH_F32>(raw[k], km, sm.scale[g], sm.mult[g]);
-    if (row0 + r0 + k < n_tokens) store_stream(xq + (i64)(row0 + r0 + k) * xq_stride + c * 8, q);
+    if (!HOLD_ROW_POINTER) dst = xq + (i64)(row0 + r0 + k) * xq_stride + c * 8;
+    if (row0 + r0 + k < n_tokens) store_stream(dst, q);
+    dst += xq_stride;
   }
 }

@@ -185,13 +185,15 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
         v_fp8 = torch.empty((b, h, d, n_pad), dtype=torch.float8_e4m3fn, device=dev)
         v_scale = torch.empty((b, h, d), dtype=torch.float32, device=dev)
         v_args = (v_hnd, *_hnd_strides(v_hnd))
-    # Workspace, zeroed by one memset: [ticket, head_done[B*H]] int32, k_sum fp64, v_amax u32.
+    # Workspace, zeroed by one memset: [ticket, head_done[B*H]] int32, then per channel
+    # k_sum fp64, v_amax u32, and the finalized head's km and V multiplier words (u32).
     n_ints = 1 + b * h
     ints_bytes = -(-4 * n_ints // 8) * 8
-    workspace = torch.zeros(ints_bytes + 8 * b * h * d + 4 * b * h * d, dtype=torch.uint8, device=dev)
+    bhd = b * h * d
+    workspace = torch.zeros(ints_bytes + 8 * bhd + 3 * 4 * bhd, dtype=torch.uint8, device=dev)
     ints = workspace[:4 * n_ints].view(torch.int32)
-    k_sum = workspace[ints_bytes:ints_bytes + 8 * b * h * d].view(torch.float64)
-    v_amax = workspace[ints_bytes + 8 * b * h * d:].view(torch.int32)
+    k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
+    v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
     fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
@@ -202,8 +204,8 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     launch(fn, (grid, 1, 1), (threads, 1, 1),
            (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
             F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
-            I32(int(g.permute_v if permute_v is None else permute_v)), ints, k_sum, v_amax, I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)),
-            I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
+            I32(int(g.permute_v if permute_v is None else permute_v)), ints, k_sum, v_amax, km_word, vmult_word,
+            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
 
 
