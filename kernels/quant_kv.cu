@@ -303,7 +303,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
         kr[k].z = sub2<BF16>(kr[k].z, m.z); kr[k].w = sub2<BF16>(kr[k].w, m.w);
       }
     }
-    quantize_tile_int8<D, BF16, CUDA_FLAVOUR, CUDA_FLAVOUR, true>(
+    quantize_tile_int8<D, BF16, CUDA_FLAVOUR, CUDA_FLAVOUR>(
         kr, km, a.k_int8 + it.kq_head, a.kq_sn, a.k_scale + (i64)it.bh * a.k_groups,
         a.n_tokens, it.row0, a.geo, a.k_groups, sm.quant, tid);
   }

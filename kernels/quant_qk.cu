@@ -5,7 +5,7 @@
 // Geometry: one block of 4 * D threads per 128 tokens of one (batch, head), each
 // thread one 16-byte chunk of 4 rows (the quad layout of quant_int8.cuh): 4 loads
 // in flight per thread issued before anything else, 8-byte streaming stores, one
-// pass over the tensor, 40 registers at most so 1536 threads share an SM. The
+// pass over the tensor, 64 registers at most so 1024 threads share an SM. The
 // group structure (GroupGeometry) is a runtime argument, so both presets share
 // the binary.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_S
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
   __syncthreads();
   const float no_km[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false, false>(
+  quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false>(
       raw, no_km, xq + b * q_sb + h * q_sh, q_sn, scale + ((i64)b * heads + h) * n_groups, n_tokens, row0, geo,
       n_groups, sm, quant_tid());
 }

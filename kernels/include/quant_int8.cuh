@@ -33,9 +33,11 @@
 #define QUANT_ROWS 128
 #define QUANT_MAX_GROUPS 64
 // Resident threads per SM the kernels are register-limited for (__launch_bounds__ min
-// blocks = this / (4 * D)): 1536 -> at most 40 registers (Q), 1024 -> at most 64 (K/V).
+// blocks = this / (4 * D)): 1024 -> at most 64 registers. Q at 1536 threads (40 registers,
+// row addresses rebuilt per row) took 0.113 ms on the H200 against 0.110 at 1024 (B2 H32
+// N16384 D128).
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
-#define QUANT_QK_THREADS_PER_SM 1536
+#define QUANT_QK_THREADS_PER_SM 1024
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define QUANT_KV_THREADS_PER_SM 512
 #else
@@ -176,7 +178,7 @@ SAGE_DEVICE float row_amax(const u32x4 &w, const float (&km)[8]) {
 // Called by all threads of the block. On entry sm.amax must be all zero; on exit it is
 // zero again, and no thread touches `sm` after this call's second barrier except
 // to read sm.scale / sm.mult, so a caller may call again after one barrier of its own.
-template <int D, bool BF16, bool CUDA_FLAVOUR, bool SMOOTH_F32, bool HOLD_ROW_POINTER>
+template <int D, bool BF16, bool CUDA_FLAVOUR, bool SMOOTH_F32>
 SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8], i8 *__restrict__ xq,
                                     i64 xq_stride, float *__restrict__ scale_out, int n_tokens, int row0,
                                     GroupGeometry geo, int n_groups, QuantSmem &sm, u32 tid) {
@@ -215,14 +217,11 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
   }
   __syncthreads();
 
-  // HOLD_ROW_POINTER: one 64-bit row address, advanced per row (fewer instructions, two
-  // more live registers); otherwise each row's address is rebuilt from the arguments.
-  i8 *dst = xq + (i64)(row0 + r0) * xq_stride + c * 8;
+  i8 *dst = xq + (i64)(row0 + r0) * xq_stride + c * 8;  // one 64-bit address, advanced per row
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int g = group_of(r0 + k, geo);
     const u32x2 q = quantize_row<BF16, CUDA_FLAVOUR, SMOOTH_F32>(raw[k], km, sm.scale[g], sm.mult[g]);
-    if (!HOLD_ROW_POINTER) dst = xq + (i64)(row0 + r0 + k) * xq_stride + c * 8;
     if (row0 + r0 + k < n_tokens) store_stream(dst, q);
     dst += xq_stride;
   }
