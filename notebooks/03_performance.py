@@ -39,6 +39,7 @@ dtype = "fp16"
 reps = 20
 budget_s = 0.4
 baseline = "sdpa-cudnn"
+quantizer_shapes = ["2:32:16384:128", "32:32:1024:128"]
 recorded_dir = "data/results"
 save_recording = False
 
@@ -113,6 +114,43 @@ if document is not None:
     print(format_ceilings(document["ceilings"]) if document["ceilings"] else "no ceilings in this document")
     fig = bench_plots.against_ceilings(document, recorded=recorded)
     results.figure(fig, "against_ceilings")
+
+# %% [markdown]
+# ## The quantizers against the copy bandwidth
+# Before either of our kernels runs, Q goes to INT8 and K (smoothed) to INT8 and V to e4m3.
+# That work is pure memory traffic, so it is held to a device-to-device copy timed in the same
+# run: bytes read plus written, GPU time of the call replayed from a CUDA graph. The percentages
+# are shares of the copy; issue 4 asks all of quantization together for 70%.
+
+# %%
+if not_live is None:
+    from sagelib.cuda import quant_bench
+
+    measured = quant_bench.measure([tuple(int(x) for x in s.split(":")) for s in quantizer_shapes],
+                                   command=f"notebook 03_performance (output_dir={output_dir})")
+    document["quantizers"] = {"copy_tb_s": measured["copy_tb_s"], "rows": measured["rows"]}
+    bench_records.write_json(document, Path(output_dir) / "bench.json")
+    quantizers, quant_title = document["quantizers"], f"measured now on {torch.cuda.get_device_name()}"
+else:
+    found = bench_records.latest_quantizers(recorded_dir)
+    quantizers = None if found is None else {"copy_tb_s": found.copy_tb_s, "rows": found.rows}
+    if found is None:
+        display(Markdown("No recorded quantizer figures were found either."))
+    else:
+        quant_title = f"RECORDED {found.created_utc[:10]} on {found.card}"
+        display(Markdown(f"**Quantizer figures RECORDED** {found.created_utc} on {found.card}, commit "
+                         f"{found.commit}; file `{found.path.name}`."))
+        results.add("quantizer_file", str(found.path))
+if quantizers is not None:
+    fig = bench_plots.quantizer_bandwidth(quantizers, title=quant_title)
+    results.figure(fig, "quantizer_bandwidth")
+    for r in quantizers["rows"]:
+        tb_s = r.get("gpu_tb_s") or r["tb_s"]
+        share = tb_s / quantizers["copy_tb_s"]
+        print(f"{r['shape']:<16} {r['what']:<34} {tb_s:6.2f} TB/s {share:6.1%} of copy")
+        if r["what"].startswith("all quantization"):
+            results.headline(f"quantization_of_copy_{r['shape'].replace(':', '_')}", round(100 * share, 1), unit="%",
+                             note="measured now" if not_live is None else quant_title)
 
 # %% [markdown]
 # ## Every measurement

@@ -110,3 +110,35 @@ def against_ceilings(document: dict, *, recorded: bool = False):
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def quantizer_bandwidth(quantizers: dict, *, title: str, target: float = 0.70):
+    """Each quantizer's TB/s (GPU time, else call time) per shape, against the copy measured with it.
+
+    ``quantizers`` is ``{"copy_tb_s": float, "rows": [...]}`` as scripts/bench_cuda.py and notebook
+    03 record it (rows of :func:`sagelib.cuda.quant_bench.quantizer_rows`).
+    """
+    copy = quantizers["copy_tb_s"]
+    rows = quantizers["rows"]
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    whats = list(dict.fromkeys(r["what"] for r in rows))
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    width = 0.8 / max(1, len(whats))
+    for j, what in enumerate(whats):
+        xs, ys = [], []
+        for i, shape in enumerate(shapes):
+            for r in rows:
+                if r["shape"] == shape and r["what"] == what:
+                    xs.append(i + (j - (len(whats) - 1) / 2) * width)
+                    ys.append(r.get("gpu_tb_s") or r["tb_s"])
+        bars = ax.bar(xs, ys, width, label=what)
+        ax.bar_label(bars, labels=[f"{y / copy:.0%}" for y in ys], fontsize=8)
+    ax.axhline(copy, color="black", linestyle="-", label=f"device copy {copy:.2f} TB/s (same run)")
+    ax.axhline(target * copy, color="tab:red", linestyle="--", label=f"target: {target:.0%} of copy")
+    ax.set_xticks(range(len(shapes)), [f"B:H:N:D {s}" for s in shapes])
+    ax.set_ylabel("TB/s (bytes read + written)")
+    ax.set_ylim(0, 1.4 * copy)
+    ax.set_title(f"Quantizers against the copy bandwidth — {title}")
+    ax.legend(fontsize=8, loc="upper center", ncol=2)
+    fig.tight_layout()
+    return fig

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -102,6 +103,35 @@ def latest(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA,
     """
     found = load_all(directory, schema, stem)
     return found[-1] if found else (None, None)
+
+
+#: Standalone quantizer recordings (sagelib.cuda.quant_bench.SCHEMA, kept here to need no GPU stack).
+QUANT_SCHEMA = "sagelib.quantizers/1"
+
+
+@dataclass
+class QuantizerRecording:
+    """Quantizer figures found in data/results: ``copy_tb_s`` and ``rows`` as quant_bench measures them."""
+    copy_tb_s: float
+    rows: list
+    created_utc: str
+    card: str
+    commit: str
+    path: Path
+
+
+def latest_quantizers(directory: str | Path = RESULTS_DIR) -> QuantizerRecording | None:
+    """The newest recorded quantizer figures, from a quantizer recording or a bench document's
+    ``quantizers`` (scripts/bench_cuda.py, a GPU run of notebook 03); None if there are none."""
+    found = []
+    for document, path in load_all(directory, QUANT_SCHEMA) + load_all(directory):
+        figures = document if document.get("schema") == QUANT_SCHEMA else document.get("quantizers")
+        if isinstance(figures, dict) and figures.get("rows") and figures.get("copy_tb_s"):
+            found.append(QuantizerRecording(
+                figures["copy_tb_s"], figures["rows"], document.get("created_utc", ""),
+                (document.get("device") or {}).get("name", "unknown card"),
+                (document.get("environment") or {}).get("git_commit") or "unknown commit", path))
+    return max(found, key=lambda r: r.created_utc, default=None)
 
 
 def recorded_banner(document: dict | None, path: Path | None, reason_not_measured: str) -> str:

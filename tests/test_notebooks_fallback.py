@@ -68,6 +68,43 @@ def test_03_shows_the_latest_recording_labelled_as_recorded(tmp_path):
     assert headline["value"] == 560.0 and headline["note"].startswith("recorded 2026-11-29")
 
 
+def test_03_shows_recorded_quantizer_figures_against_the_copy(tmp_path):
+    recorded = tmp_path / "recorded"
+    document = _recorded_bench_document()
+    document["quantizers"] = {"copy_tb_s": 4.0, "rows": [
+        {"shape": "2:32:16384:128", "what": "Q -> int8 (quant_qk)", "ms": 0.12, "tb_s": 3.3, "gpu_ms": 0.11,
+         "gpu_tb_s": 3.6, "bytes": 4e8},
+        {"shape": "2:32:16384:128", "what": "all quantization (prepare)", "ms": 0.42, "tb_s": 2.9, "gpu_ms": 0.41,
+         "gpu_tb_s": 2.8, "bytes": 1.2e9}]}
+    bench_records.save(document, recorded, stem="bench-quant")
+    newer = _recorded_bench_document()  # newer, but without quantizer figures: not the one shown
+    newer["created_utc"] = "2026-12-01T00:00:00Z"
+    bench_records.save(newer, recorded, stem="performance")
+    values, html = _run(tmp_path, "03_performance", recorded)
+    assert "quantizer_bandwidth" in {f["name"] for f in values["figures"]}
+    assert "Quantizer figures RECORDED" in html and "bench-quant" in html
+    headline = values["headlines"]["quantization_of_copy_2_32_16384_128"]
+    assert headline["value"] == 70.0 and headline["unit"] == "%" and "RECORDED 2026-11-29" in headline["note"]
+
+
+def test_latest_quantizers_takes_the_newest_of_either_kind(tmp_path):
+    assert bench_records.latest_quantizers(tmp_path) is None
+    document = _recorded_bench_document()
+    document["quantizers"] = {"copy_tb_s": 4.0, "rows": [{"shape": "1:1:1:64", "what": "x", "tb_s": 1.0}]}
+    in_bench = bench_records.save(document, tmp_path, stem="a")
+    newer = _recorded_bench_document()  # newer, but without quantizer figures
+    newer["created_utc"] = "2027-01-01T00:00:00Z"
+    bench_records.save(newer, tmp_path, stem="b")
+    found = bench_records.latest_quantizers(tmp_path)
+    assert found.path == in_bench and found.copy_tb_s == 4.0 and found.commit == "abc1234"
+    standalone = {"schema": bench_records.QUANT_SCHEMA, "created_utc": "2026-12-01T00:00:00Z",
+                  "device": {"name": "Quant GPU"}, "environment": {"git_commit": "def5678"},
+                  "copy_tb_s": 5.0, "rows": [{"shape": "1:1:1:64", "what": "x", "tb_s": 2.0}]}
+    (tmp_path / "2026-12-01-quant.json").write_text(json.dumps(standalone))
+    found = bench_records.latest_quantizers(tmp_path)
+    assert (found.card, found.commit, found.copy_tb_s) == ("Quant GPU", "def5678", 5.0)
+
+
 def test_04_without_gpu_reports_each_tool_and_the_recording(tmp_path):
     recorded = tmp_path / "recorded"
     recorded.mkdir()
