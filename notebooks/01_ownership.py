@@ -58,8 +58,9 @@ plots.table([{"structure": a.name, "MMA": a.mma, "query rows per MMA group": a.r
 # Peak live state of one consumer thread, with the two-level accumulator the contract
 # requires (fp32+fp32: an inner fp32 P.V accumulator beside O). P is produced from S
 # fragment by fragment and reuses its registers. The dashed lines are the hardware's
-# 255 and the 240 a consumer warpgroup keeps after a producer gives registers away
-# with setmaxnreg; above the line means spills.
+# 255, the 240 a consumer warpgroup keeps after a producer gives registers away with
+# setmaxnreg, and the 160 each of three consumer warpgroups would keep; above a
+# structure's line means spills.
 
 # %%
 fits = {(a.key, d): ownership.fit(a, d) for a in architectures for d in head_dims}
@@ -68,7 +69,8 @@ for d in head_dims:
     fig = plots.stacked_bars([a.key for a in architectures],
                              {part: [fits[(a.key, d)].registers[part] for a in architectures] for part in parts},
                              ylabel="32-bit registers per thread", title=f"Live state per consumer thread, D={d}",
-                             limits={"255 (hardware)": 255, "240 (setmaxnreg consumers)": 240})
+                             limits={"255 (hardware)": 255, "240 (setmaxnreg consumers)": 240,
+                                     "160 (three consumer warpgroups)": 160})
     results.figure(fig, f"registers_d{d}")
 fit_rows = [{"structure": a.key, "head_dim": d, "registers needed": f.registers_needed, "limit": f.register_limit,
              "spills": f.spills, "shared memory (KiB)": f.smem_bytes / 1024, "CTAs per SM": f.ctas_per_sm,

@@ -297,6 +297,21 @@ CANDIDATES = (
         conditions=_PINGPONG_CONDITIONS,
     ),
     Architecture(
+        key="three_consumer_rotation",
+        name="Producer warp + three consumer warpgroups taking turns (the next step, not built)",
+        mma="wgmma", group_threads=128, rows=64, groups=3, block_n=64, producer_threads=128, kv_stages=3,
+        consumer_reg_cap=160, producer_reg_cap=24, overlap="pingpong",
+        owners={"Q": "shared memory", "S, P": "each consumer warpgroup, registers (64-key steps)",
+                "O": "each consumer warpgroup", "row state": "each consumer warpgroup",
+                "K/V stages": "the producer (TMA, mbarriers)"},
+        note="Three softmax warps per scheduler instead of the built kernel's two: its softmax phase is bound "
+             "by instruction latency at two (log seq 25: the microbenchmark reaches the exp2 floor only at four). "
+             "At 160 registers a consumer it fits head_dim 64 with 64-key steps and not head_dim 128. The sm90 "
+             "preset flushes the inner accumulator per 128 keys, so the inner accumulator would have to span two "
+             "steps, or a preset would have to say otherwise.",
+        conditions=_PINGPONG_CONDITIONS,
+    ),
+    Architecture(
         key="temporal_pairing",
         name="Temporal pairing of the research log (two query tiles interleaved in one CTA)",
         mma="mma.sync", group_threads=32, rows=64, groups=4, block_n=64, q_in_registers=True, kv_stages=2,
