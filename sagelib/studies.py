@@ -68,6 +68,21 @@ def accumulation_vs_tokens(kv_tokens: list[int], heads: int = 1, queries: int = 
     return sweep
 
 
+def traversal_step_errors(cta_ks: list[int], inputs: list[str], shape: data.Shape, preset: str = "sm90",
+                          device="cpu") -> list[dict]:
+    """Error against float64 of ``preset`` with each traversal block ``cta_k`` (keys per online-softmax
+    step and inner-accumulator span), for a kernel structure that steps through keys differently."""
+    rows = []
+    for name in inputs:
+        x = data.make(name, shape, device=device)
+        ref = contract.reference_attention(x.q, x.k, x.v)
+        for cta_k in cta_ks:
+            report = metrics.compare(contract.attention(x.q, x.k, x.v, preset=preset, cta_k=cta_k), ref)
+            rows.append({"input": name, "head_dim": shape.head_dim, "cta_k": cta_k,
+                         "relative_l1": report.relative_l1, "cosine": report.cosine, "rmse": report.rmse})
+    return rows
+
+
 def _with_tokens(shape: data.Shape, n: int) -> data.Shape:
     return data.Shape(batch=shape.batch, heads=shape.heads, tokens=n, head_dim=shape.head_dim,
                       kv_heads=shape.kv_heads)

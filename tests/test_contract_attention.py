@@ -157,6 +157,20 @@ def test_two_level_accumulation_beats_one_level_as_n_grows():
     assert errors["fp32+fp32"] < errors["fp32"] / 5
 
 
+def test_traversal_block_override():
+    """cta_k=None is the preset's block; the preset's own value changes no bit; another value
+    changes the rounding (P's scale, the accumulator's span) and still lands near float64."""
+    q, k, v = qkv(nq=300, nkv=300, seed=5, k_bias=2.0)
+    ref = contract.reference_attention(q, k, v)
+    base = contract.attention(q, k, v, preset="sm90")
+    assert torch.equal(contract.attention(q, k, v, preset="sm90", cta_k=128), base)
+    stepped = contract.attention(q, k, v, preset="sm90", cta_k=64)
+    assert not torch.equal(stepped, base)
+    assert metrics.relative_l1(stepped, ref) < 1.05 * metrics.relative_l1(base, ref)
+    # every stage exact: the traversal block cannot matter at all
+    assert torch.allclose(contract.attention(q, k, v, cta_k=32, exact=EXACT).double(), ref.double(), atol=2e-3)
+
+
 @pytest.mark.parametrize("d,padded", [(32, 64), (96, 128), (200, 256), (256, 256)])
 def test_head_dims_are_zero_padded_and_sliced_back(d, padded):
     assert contract.padded_head_dim(d) == padded

@@ -71,6 +71,8 @@ def test_options_and_choices_are_checked():
     raises(r"smooth_v: only defined for the fp32 accumulation modes", *good(), pv_accum="fp32+fp16", smooth_v=True)
     with pytest.raises(ValueError, match=r"flavour: expected one of"):
         contract.quantize_qk(*good()[:2], flavour="numpy")
+    raises(r"cta_k: expected None \(the preset's 128\) or a positive multiple of 16 keys, got 40", *good(), cta_k=40)
+    raises(r"cta_k: expected None \(the preset's 64\)", *good(), preset="sm89", cta_k=0)
 
 
 def test_wrong_rank_and_empty_sequences():

@@ -58,6 +58,9 @@ class ContractConfig:
     lse_correction: str = "fp32"
     #: The running max is stored as (max - fp8_offset); any value cancels, 8.807 makes max(P) ~ 448.
     fp8_offset: float = P.FP8_OFFSET
+    #: Keys per online-softmax step and inner-accumulator span; None = the preset's cta_k. For
+    #: studies of other kernel structures (notebook 01); no kernel of ours takes it.
+    cta_k: int | None = None
     exact: Exact = field(default_factory=Exact)
     check_finite: bool = True
 
@@ -76,12 +79,16 @@ class ContractConfig:
             )
         if self.sm_scale is not None and not (self.sm_scale > 0 and self.sm_scale != float("inf")):
             raise ValueError(f"sm_scale: expected a positive finite number or None, got {self.sm_scale!r}")
+        if self.cta_k is not None and not (isinstance(self.cta_k, int) and self.cta_k >= 16 and self.cta_k % 16 == 0):
+            raise ValueError(f"cta_k: expected None (the preset's {P.PRESETS[self.preset].cta_k}) or a positive multiple of "
+                             f"16 keys, got {self.cta_k!r}")
         if not isinstance(self.exact, Exact):
             raise ValueError(f"exact: expected a sagelib.contract.Exact, got {type(self.exact).__name__}")
 
     @property
     def geometry(self) -> P.Preset:
-        return P.PRESETS[self.preset]
+        preset = P.PRESETS[self.preset]
+        return preset if self.cta_k is None else replace(preset, cta_k=self.cta_k)
 
     @property
     def quantizer_flavour(self) -> str:

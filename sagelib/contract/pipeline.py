@@ -207,7 +207,8 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm90",
 
     options (see ContractConfig): flavour, smooth_k, smooth_v, causal_alignment
     ("bottom_right" default; "top_left" reproduces the imported kernels when N_q != N_kv),
-    lse_correction ("fp32" or "input_dtype"), exact (an Exact), check_finite.
+    lse_correction ("fp32" or "input_dtype"), exact (an Exact), check_finite, cta_k (keys per
+    online-softmax step; None = the preset's, another value for structure studies only).
     """
     config = ContractConfig(preset=preset, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
                             sm_scale=sm_scale).with_options(**options)
