@@ -79,9 +79,10 @@ class ContractConfig:
             )
         if self.sm_scale is not None and not (self.sm_scale > 0 and self.sm_scale != float("inf")):
             raise ValueError(f"sm_scale: expected a positive finite number or None, got {self.sm_scale!r}")
-        if self.cta_k is not None and not (isinstance(self.cta_k, int) and self.cta_k >= 16 and self.cta_k % 16 == 0):
-            raise ValueError(f"cta_k: expected None (the preset's {P.PRESETS[self.preset].cta_k}) or a positive multiple of "
-                             f"16 keys, got {self.cta_k!r}")
+        if self.cta_k is not None and not (isinstance(self.cta_k, int) and self.cta_k >= 16
+                                           and self.cta_k % 16 == 0):
+            raise ValueError(f"cta_k: expected None (the preset's {P.PRESETS[self.preset].cta_k}) or a positive "
+                             f"multiple of 16 keys, got {self.cta_k!r}")
         if not isinstance(self.exact, Exact):
             raise ValueError(f"exact: expected a sagelib.contract.Exact, got {type(self.exact).__name__}")
 
