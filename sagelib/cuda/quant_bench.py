@@ -23,18 +23,9 @@ SHAPES = ((2, 32, 16384, 128), (32, 32, 1024, 128))
 
 
 def time_ms(fn, reps: int = 20, warmup: int = 3) -> float:
-    """Median of ``reps`` CUDA-event timings of ``fn`` after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for s, e in zip(starts, ends):
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    """Median of exactly ``reps`` CUDA-event timings of ``fn`` after ``warmup`` calls."""
+    config = bench.TimingConfig(warmup=warmup, reps=reps, min_reps=reps)
+    times = sorted(bench.time_calls([fn], torch.device("cuda"), config))
     return times[len(times) // 2]
 
 
