@@ -12,21 +12,25 @@
 //   warpgroup 0   producer: one thread, TMA copies of Q (per tile) and of K / V^T into a
 //                 STAGES-deep ring on mbarriers (attn_sm90/producer.cuh); gives its
 //                 registers to the consumers (setmaxnreg)
-//   warpgroups 1, 2  consumers: 64 query rows each; S, P, O, the row state in registers
-//                 (attn_sm90/mainloop.cuh, softmax.cuh, epilogue.cuh)
+//   warpgroups 1..CONSUMERS  consumers: 64 query rows each; S, P, O, the row state in
+//                 registers (attn_sm90/mainloop.cuh, softmax.cuh, epilogue.cuh), taking
+//                 turns on the tensor cores (attn_sm90/pingpong.cuh)
 //   the grid      persistent, one CTA per SM, tiles taken from a global counter
 //                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q
-// Shared memory: Q 128 x D, STAGES x (K 128 x D + V^T D x 128), 1024-byte aligned,
-// K-major with the hardware swizzle of the row width (128 B at D = 128, 64 B at D = 64).
+// Two geometries (attn_sm90/geometry.cuh): two consumers stepping 128 keys (the sm90
+// preset), and three consumers stepping 64 keys (the preset with cta_k = 64, head_dim 64).
+// Shared memory: Q CTA_Q x D, STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
+// aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B).
 #include "attn_sm90/mainloop.cuh"
 #include "attn_sm90/producer.cuh"
 #include "hopper/warpgroup_regs.cuh"
 
-template <int D, int STAGES>
+template <int D, int STAGES, typename G>
 struct Sm90Smem {
-  u8 q[SM90_CTA_Q * D];
-  u8 k[STAGES][SM90_BLOCK_KEYS * D];
-  u8 v[STAGES][D * SM90_BLOCK_KEYS];
+  using Geometry = G;
+  u8 q[G::CTA_Q * D];
+  u8 k[STAGES][G::BLOCK_KEYS * D];
+  u8 v[STAGES][D * G::BLOCK_KEYS];
   RingBarriers<STAGES> ring;
   SlotBarriers q_slot;
   int q_tile;  // the tile whose Q the slot holds (scheduler.cuh), written by the producer
@@ -36,26 +40,28 @@ struct Sm90Smem {
 // a 1024-byte boundary (the swizzle atoms are counted from there).
 #define SM90_SMEM_ALIGN 1024
 
-template <int D, int STAGES>
-__global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
+template <int D, int STAGES, int CONSUMERS, int BLOCK_KEYS>
+__global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 1) attn_sm90_kernel(
     const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
     const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
     const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn, float *__restrict__ lse,
     int n_q, int n_kv, int heads_q, int heads_kv, int batch, int q_groups, int k_groups, int flags, int causal_shift,
     float sm_scale_log2e, int *tile_counter, u64 *trace) {
+  using G = Sm90Geometry<CONSUMERS, BLOCK_KEYS>;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(CONSUMERS == 2 || D == 64, "three consumers fit the registers at head_dim 64 only");
   extern __shared__ u8 smem_raw[];
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
-  Sm90Smem<D, STAGES> &smem = *reinterpret_cast<Sm90Smem<D, STAGES> *>(smem_raw + pad);
+  Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);
   if (threadIdx.x == 0) {
-    smem.ring.init(SM90_CONSUMER_WARPS);
+    smem.ring.init(G::CONSUMER_WARPS);
     mbarrier_init(&smem.q_slot.full, 1);
-    mbarrier_init(&smem.q_slot.empty, SM90_CONSUMER_WARPS);
+    mbarrier_init(&smem.q_slot.empty, G::CONSUMER_WARPS);
     mbarrier_init_fence();
   }
   __syncthreads();
   const bool causal = flags & SM90_CAUSAL;
-  const TileScheduler tiles(n_q, n_kv, D, heads_q, batch, causal);
+  const TileScheduler<G> tiles(n_q, n_kv, D, heads_q, batch, causal);
   if (warpgroup_index() == 0) {
     warpgroup_regs_release<SM90_PRODUCER_REGS>();
     if (threadIdx.x == 0)
@@ -63,7 +69,7 @@ __global__ void __launch_bounds__(SM90_THREADS, 1) attn_sm90_kernel(
                          causal_shift);
     return;
   }
-  warpgroup_regs_claim<SM90_CONSUMER_REGS>();
+  warpgroup_regs_claim<G::CONSUMER_REGS>();
   consume<D, STAGES>(smem, tiles,
                      ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
                                   k_groups, flags, causal_shift, sm_scale_log2e, trace});

@@ -5,6 +5,7 @@ Usage (sm_90 host):
         python3 scripts/profile_sm90.py --shape 2:32:8192:128
     python3 scripts/profile_sm90.py --seconds 3     # a steady load (for nvidia-smi clock readings)
     python3 scripts/profile_sm90.py --trace         # the consumer warps' phase timeline (SM90_TRACE build)
+    python3 scripts/profile_sm90.py --shape 2:32:8192:64 --cta-k 64 --trace   # the three-consumer geometry
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from sagelib.cuda import ops_sm90
 POINTS = ("start", "softmax done", "turn", "issued", "complete", "folded")
 
 
-def print_trace(p, options) -> int:
+def print_trace(p, options, cta_k=None) -> int:
     """Per block of warp 0 of each consumer warpgroup: cycles spent in each phase, and the overlap."""
     trace = torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int64, device="cuda")
     for _ in range(2):  # the second launch is warm
         trace.zero_()
-        ops_sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace)
+        ops_sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace, cta_k=cta_k)
     torch.cuda.synchronize()
     t = trace.cpu()
     t0 = int(t[t > 0].min())
@@ -53,14 +54,15 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.0, help="keep launching for this long instead")
     parser.add_argument("--define", action="append", default=[], help="a -D option for the kernel build")
     parser.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0's first tile")
+    parser.add_argument("--cta-k", type=int, default=None, help="64: the three-consumer geometry (ops_sm90.geometry_for)")
     args = parser.parse_args(argv)
     b, h, n, d = (int(x) for x in args.shape.split(":"))
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     p = ops_sm90.prepare(q, k, v, causal=args.causal, check_finite=False)
     options = tuple(f"-D{x}" for x in args.define)
     if args.trace:
-        return print_trace(p, options)
-    run = lambda: ops_sm90.run_attention(p, build_options=options)  # noqa: E731
+        return print_trace(p, options, args.cta_k)
+    run = lambda: ops_sm90.run_attention(p, build_options=options, cta_k=args.cta_k)  # noqa: E731
     for _ in range(args.launches):
         run()
     torch.cuda.synchronize()

@@ -66,76 +66,50 @@ SM90_CASES = [
 ]
 
 
+# The three-consumer geometry (cta_k 64, head_dim <= 64): the sm90 preset with 64-key steps.
+K64_CASES = [
+    (1, 1, 64, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread"),
+    (17, 17, 64, torch.bfloat16, "NHD", 4, 2, True, "bottom_right", "per_warp"),
+    (1000, 1000, 64, torch.bfloat16, "HND", 4, 4, True, "bottom_right", "per_thread"),
+    (4099, 4099, 64, torch.float16, "NHD", 4, 4, False, "bottom_right", "per_warp"),
+    (100, 1333, 64, torch.float16, "HND", 4, 2, True, "top_left", "per_thread"),
+    (1333, 100, 64, torch.float16, "HND", 2, 2, True, "bottom_right", "per_warp"),
+    (65, 63, 48, torch.float16, "HND", 2, 2, True, "bottom_right", "per_thread"),
+    (2048, 2048, 64, torch.float16, "HND", 3, 3, True, "bottom_right", "per_thread"),
+    (130, 4099, 64, torch.bfloat16, "NHD", 8, 1, False, "bottom_right", "per_thread"),
+]
+
+
 @gpu
-@pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran", SM90_CASES)
-def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran):
+@pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran,cta_k",
+                         [(*c, None) for c in SM90_CASES] + [(*c, 64) for c in K64_CASES])
+def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k):
     _needs_sm90()
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    check = parity.check_attention(ops_sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90", granularity=gran,
-                                   pv_accum="fp32+fp32", causal_alignment=align)
-    print(f"[parity sm90] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: {check}")
+    check = parity.check_attention(ops_sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90",
+                                   granularity=gran, pv_accum="fp32+fp32", causal_alignment=align, cta_k=cta_k)
+    print(f"[parity sm90 cta_k {cta_k}] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} "
+          f"{gran}: {check}")
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 
 
-@gpu
-@pytest.mark.parametrize("stages", [2, 3, 6])
-def test_every_ring_depth_gives_the_same_bits(stages):
-    _needs_sm90()
-    q, k, v = _inputs(1, 4, 4, 700, 1500, 128 if stages < 6 else 64, torch.float16, "HND", _seed())
-    p = ops_sm90.prepare(q, k, v, causal=True)
-    assert torch.equal(ops_sm90.run_attention(p, stages=stages), ops_sm90.run_attention(p))
-
-
-@gpu
-def test_persistent_grid_covers_more_tiles_than_sms():
-    """More tiles than SMs (each CTA walks several) and the causal heaviest-first order: equal to the contract."""
-    _needs_sm90()
-    seed = _seed()
-    q, k, v = _inputs(2, 20, 4, 1100, 1100, 64, torch.float16, "HND", seed)  # 9 x 20 x 2 = 360 tiles
-    for causal in (False, True):
-        out = ops_sm90.attention(q, k, v, causal=causal)
-        ref = contract.attention(q, k, v, causal=causal, preset="sm90")
-        assert _rel_l1(out, ref) <= ATTN_REL_L1, f"causal={causal} seed={seed}"
-
-
-@gpu
-def test_canonical_accuracy_is_the_contract_sm90_accuracy():
-    """The ANCHORS accuracy input (B1 H8 N4096 D128, k with a 4x channel bias) against float64."""
-    _needs_sm90()
-    from sagelib import metrics
-
-    q, k, v = _inputs(1, 8, 8, 4096, 4096, 128, torch.float16, "HND", 0)
-    exact = contract.reference_attention(q, k, v)
-    ours = metrics.compare(ops_sm90.attention(q, k, v), exact)
-    ref = metrics.compare(contract.attention(q, k, v, preset="sm90"), exact)
-    print(f"[accuracy sm90] ours {ours} contract {ref}")
-    assert ours.cosine >= ref.cosine - 1e-5
-    assert ours.relative_l1 <= ref.relative_l1 * ERROR_SLACK
-
-
-@gpu
-def test_backend_runs_and_kernel_only_matches():
-    _needs_sm90()
-    from sagelib import backends
-
-    backend = backends.get("cuda-sm90")
-    q, k, v = _inputs(1, 4, 4, 300, 300, 128, torch.float16, "HND", _seed())
-    out = backend.attention(q, k, v, causal=True)
-    assert torch.equal(out, backend.kernel_only(q, k, v, causal=True)())
-    assert backends.resolve_auto() == "cuda-sm90"
-
-
-@gpu
-def test_parity_sweep_rows_pass_on_the_hopper_kernel():
-    _needs_sm90()
-    rows = [parity.run_case(c, "cuda", backend="cuda-sm90")
-            for c in parity.default_sweep(n_values=(17, 300), head_dims=(64, 128))]
-    assert all(r["kernel"] == "run" and r["preset"] == "sm90" and r["pv_accum"] == "fp32+fp32" for r in rows)
-    assert all(r["passed"] for r in rows), [r["label"] for r in rows if not r["passed"]]
-
-
-# ---------------------------------------------------------------- no GPU needed
+def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
+    assert ops_sm90.geometry_for(128, None) == ops_sm90.geometry_for(64, 128) == ops_sm90.PRESET_GEOMETRY
+    k64 = ops_sm90.geometry_for(64, 64)
+    assert (k64.consumers, k64.block_keys, k64.threads, k64.cta_q) == (3, 64, 512, 192)
+    with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for None .* or 64 keys, got 32"):
+        ops_sm90.geometry_for(64, 32)
+    with pytest.raises(ValueError, match="head_dim <= 64 only, got a kernel head_dim of 128; leave cta_k unset"):
+        ops_sm90.geometry_for(128, 64)
+    q = torch.randn(1, 2, 8, 96, dtype=torch.float16)  # refused before anything is quantized (or moved to a GPU)
+    with pytest.raises(ValueError, match="cta_k: 64-key steps"):
+        ops_sm90.attention(q, q, q, cta_k=64)
+    # Q tile of 192 rows, 8 stages of 64-key K and V^T, 18 mbarriers, the tile index, alignment slack
+    assert ops_sm90.shared_memory_bytes(64, 8, k64) == 192 * 64 + 8 * 2 * 64 * 64 + 8 * 18 + 8 + 1024
+    assert ops_sm90.check_stages(64, None, k64) == 8
+    with pytest.raises(ValueError, match="stages: expected an int in 2..26 at head_dim 64"):
+        ops_sm90.check_stages(64, 40, k64)
 
 
 def test_parity_rows_name_the_kernel_and_its_mode():

@@ -23,13 +23,15 @@ def attn_mma(head_dim: int, pv_fp16: bool) -> str:
     return f"attn_mma_kernel<{head_dim}, {_b(pv_fp16)}>"
 
 
-def attn_sm90(head_dim: int, stages: int) -> str:
-    return f"attn_sm90_kernel<{head_dim}, {stages}>"
+def attn_sm90(head_dim: int, stages: int, consumers: int = 2, block_keys: int = 128) -> str:
+    return f"attn_sm90_kernel<{head_dim}, {stages}, {consumers}, {block_keys}>"
 
 
 HEAD_DIMS = (64, 128)
-#: K/V ring stages of the sm_90a kernel per head dim (a stage is 256 * head_dim bytes).
+#: K/V ring stages of the sm_90a kernel per head dim (a stage is 2 * block_keys * head_dim bytes).
 SM90_STAGES = {64: 6, 128: 4}
+#: ... and of its three-consumer geometry (64-key stages, head_dim 64 only: kernels/include/attn_sm90/geometry.cuh).
+SM90_K64_STAGES = 8
 
 INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
@@ -42,7 +44,7 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     # the Hopper kernel's softmax step alone (scripts/microbench_softmax.py)
     "microbench_softmax.cu": ("bench_sm90_softmax",),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
-    "attn_sm90.cu": tuple(attn_sm90(d, SM90_STAGES[d]) for d in HEAD_DIMS),
+    "attn_sm90.cu": (*(attn_sm90(d, SM90_STAGES[d]) for d in HEAD_DIMS), attn_sm90(64, SM90_K64_STAGES, 3, 64)),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
 

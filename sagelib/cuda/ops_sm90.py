@@ -7,6 +7,12 @@ fragments need (``kernels/include/attn_sm90/softmax.cuh``), then one persistent
 launch computes stages 3-7. Q, K and V^T reach the kernel through TMA tensor maps
 (:mod:`sagelib.cuda.tma`), built per call.
 
+Two geometries of the kernel (``kernels/include/attn_sm90/geometry.cuh``): two consumer
+warpgroups stepping 128 keys, the sm90 preset; and, at head_dim 64, three consumer
+warpgroups stepping 64 keys, which computes the sm90 preset with ``cta_k=64`` (the
+online-softmax step and the inner accumulator span 64 keys; quantization is unchanged).
+``cta_k`` picks one.
+
 Only an sm_90 GPU runs it (wgmma, TMA and setmaxnreg are sm_90a instructions);
 :func:`unavailable_reason` says why on any other machine.
 """
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from dataclasses import dataclass
 
 import torch
 
@@ -23,19 +30,49 @@ from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import F32, I32, launch
 from sagelib.cuda.ops import (
-    KernelTarget, PreparedAttention, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
+    KernelTarget, PreparedAttention, _kernel_head_dim, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
     output_buffers, prepare_for,
 )
 from sagelib.cuda.tma import tensor_map
 
 PRESET = "sm90"
 ARCH = "sm_90a"
-THREADS = 384  #: producer warpgroup + two consumer warpgroups (kernels/include/attn_sm90/geometry.cuh)
-CTA_Q, BLOCK_KEYS = 128, 128
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
 TRACE_SHAPE = (8, 64, 6)  #: consumer warps x key blocks x phase points (kernels/include/attn_sm90/trace.cuh)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One built shape of the kernel: Sm90Geometry<consumers, block_keys> in geometry.cuh."""
+
+    consumers: int   #: consumer warpgroups of 64 query rows each
+    block_keys: int  #: keys per K/V ring stage and per online-softmax step (the contract's cta_k)
+
+    @property
+    def threads(self) -> int:  # the producer warpgroup + the consumers
+        return 128 * (self.consumers + 1)
+
+    @property
+    def cta_q(self) -> int:  # query rows per tile
+        return 64 * self.consumers
+
+
+PRESET_GEOMETRY = Geometry(consumers=2, block_keys=128)  #: the sm90 preset (cta_k 128), every head_dim
+ROTATION_GEOMETRY = Geometry(consumers=3, block_keys=64)  #: three consumers, cta_k 64, head_dim 64 only
+
+
+def geometry_for(head_dim: int, cta_k: int | None) -> Geometry:
+    """The geometry that computes the sm90 preset with traversal block ``cta_k`` (None: the preset's 128)."""
+    if cta_k is None or cta_k == PRESET_GEOMETRY.block_keys:
+        return PRESET_GEOMETRY
+    if cta_k != ROTATION_GEOMETRY.block_keys:
+        raise ValueError(f"cta_k: the sm_90a kernel is built for None (the preset's 128) or 64 keys, got {cta_k!r}")
+    if head_dim != 64:
+        raise ValueError(f"cta_k: 64-key steps run on three consumer warpgroups, which fit the registers at "
+                         f"head_dim <= 64 only, got a kernel head_dim of {head_dim}; leave cta_k unset (128) here")
+    return ROTATION_GEOMETRY
 
 
 #: Environment variable with extra build options for every launch of the kernel, e.g.
@@ -65,19 +102,19 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def shared_memory_bytes(head_dim: int, stages: int) -> int:
-    """Dynamic shared memory of attn_sm90_kernel<head_dim, stages> (layout of Sm90Smem, plus alignment slack)."""
-    tiles = CTA_Q * head_dim + stages * 2 * BLOCK_KEYS * head_dim
+def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry = PRESET_GEOMETRY) -> int:
+    """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack)."""
+    tiles = geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
     barriers = 8 * (2 * stages + 2) + 8  # the ring's and the Q slot's mbarriers, the tile index (padded to 8)
     return tiles + barriers + SMEM_ALIGN
 
 
-def check_stages(head_dim: int, stages: int | None) -> int:
+def check_stages(head_dim: int, stages: int | None, geometry: Geometry = PRESET_GEOMETRY) -> int:
     """The K/V ring depth to build: ``stages`` if it fits in shared memory, else a ValueError."""
     if stages is None:
-        return instances.SM90_STAGES[head_dim]
-    if not isinstance(stages, int) or stages < 2 or shared_memory_bytes(head_dim, stages) > SMEM_LIMIT:
-        fits = max(s for s in range(2, 16) if shared_memory_bytes(head_dim, s) <= SMEM_LIMIT)
+        return instances.SM90_STAGES[head_dim] if geometry == PRESET_GEOMETRY else instances.SM90_K64_STAGES
+    if not isinstance(stages, int) or stages < 2 or shared_memory_bytes(head_dim, stages, geometry) > SMEM_LIMIT:
+        fits = max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry) <= SMEM_LIMIT)
         raise ValueError(f"stages: expected an int in 2..{fits} at head_dim {head_dim} (shared memory), got {stages!r}")
     return stages
 
@@ -94,19 +131,25 @@ def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="
                        check_finite=check_finite)
 
 
-def tensor_maps(p: PreparedAttention):
-    """The Q, K and V^T tensor maps the kernel copies tiles with (boxes of 128 rows / keys)."""
+def _row_swizzle(row_bytes: int) -> str:
+    return "128B" if row_bytes == 128 else "64B"
+
+
+def tensor_maps(p: PreparedAttention, geometry: Geometry = PRESET_GEOMETRY):
+    """The Q, K and V^T tensor maps the kernel copies tiles with (boxes of a tile's rows / a block's keys)."""
     b, h_q, n_q, width = p.q_int8.shape
-    row_swizzle = "128B" if width == 128 else "64B"
-    q_map = tensor_map(p.q_int8.reshape(b * h_q, n_q, width), (1, CTA_Q, width), row_swizzle)
-    k_map = tensor_map(p.k_int8, (1, 1, BLOCK_KEYS, width), row_swizzle)
-    v_map = tensor_map(p.v_fp8, (1, 1, width, BLOCK_KEYS), "128B")
+    q_map = tensor_map(p.q_int8.reshape(b * h_q, n_q, width), (1, geometry.cta_q, width), _row_swizzle(width))
+    k_map = tensor_map(p.k_int8, (1, 1, geometry.block_keys, width), _row_swizzle(width))
+    v_map = tensor_map(p.v_fp8, (1, 1, width, geometry.block_keys), _row_swizzle(geometry.block_keys))
     return q_map, k_map, v_map
 
 
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
-                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None):
+                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
+
+    ``cta_k`` (None or 64) picks the geometry (:func:`geometry_for`): the output is the contract's
+    sm90 preset with that ``cta_k``.
 
     ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=1",)``
     to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``, added after those in
@@ -116,19 +159,21 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
-    stages = check_stages(width, stages)
+    geometry = geometry_for(width, cta_k)
+    stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
-    tiles = -(-n_q // CTA_Q) * h_q * b
+    tiles = -(-n_q // geometry.cta_q) * h_q * b
     options = (*environment_options(), *build_options)
-    fn = load_function("attn_sm90.cu", instances.attn_sm90(width, stages), ARCH, options=options)
+    instance = instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys)
+    fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
-    launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (THREADS, 1, 1),
-           (*tensor_maps(p), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
+    launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
+           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
-           shared_mem=shared_memory_bytes(width, stages), name="attn_sm90_kernel")
+           shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
     return finish_outputs(p, out, lse)
 
 
@@ -136,10 +181,12 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET,
               pv_accum="fp32+fp32", return_lse=False, **options):
     """The sm_90a kernel behind :func:`sagelib.contract.attention`'s call (preset must be 'sm90').
 
-    Besides the contract's options, ``stages`` picks the K/V ring depth (:func:`check_stages`).
+    Besides the contract's options, ``stages`` picks the K/V ring depth (:func:`check_stages`);
+    the contract's ``cta_k`` (None or 64) picks the kernel's geometry (:func:`geometry_for`).
     """
-    options = checked_options(TARGET, preset, options, extra=("stages",))
-    stages = options.pop("stages", None)
+    options = checked_options(TARGET, preset, options, extra=("stages", "cta_k"))
+    stages, cta_k = options.pop("stages", None), options.pop("cta_k", None)
+    geometry_for(_kernel_head_dim(q.shape[-1]), cta_k)  # refuse an unbuilt cta_k before quantizing anything
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)
-    return run_attention(prepared, return_lse=return_lse, stages=stages)
+    return run_attention(prepared, return_lse=return_lse, stages=stages, cta_k=cta_k)

@@ -1,15 +1,32 @@
-// Geometry of the sm_90a attention kernel (contract preset sm90: 128-key blocks).
+// Geometry of the sm_90a attention kernel: how many consumer warpgroups a CTA has and
+// how many keys one step of the online softmax (one K/V ring stage) covers.
 //
-// CTA = 3 warpgroups: warpgroup 0 is the producer (one thread issues TMA copies),
-// warpgroups 1 and 2 are consumers of 64 query rows each, 128 rows per tile.
-// Registers: setmaxnreg moves them from the producer to the consumers,
-// 128 x 24 + 2 x 128 x 240 = 64,512 of the SM's 65,536.
+// A CTA is one producer warpgroup (one thread issues the TMA copies) and CONSUMERS
+// consumer warpgroups of 64 query rows each, so a tile is 64 * CONSUMERS query rows.
+// setmaxnreg moves registers from the producer (24 per thread) to the consumers, within
+// the SM's 65,536:
+//   Sm90Geometry<2, 128>  the contract's sm90 preset (128-key steps): 128 x 24 + 2 x 128 x 240 = 64,512
+//   Sm90Geometry<3, 64>   the three-consumer rotation of notebook 01 (the sm90 preset with
+//                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
+//                         64: S 32 + inner 32 + O 32 + P 8 registers; head_dim 128 needs ~190
+//                         and does not fit.
 #pragma once
 
-#define SM90_THREADS 384
-#define SM90_CTA_Q 128          // query rows per tile
-#define SM90_WG_ROWS 64         // query rows per consumer warpgroup
-#define SM90_BLOCK_KEYS 128     // keys per ring stage = CTA_K of the sm90 preset
-#define SM90_CONSUMER_WARPS 8   // arrivals that release a stage or the Q slot
+#define SM90_WG_ROWS 64  // query rows per consumer warpgroup
 #define SM90_PRODUCER_REGS 24
-#define SM90_CONSUMER_REGS 240
+
+template <int CONSUMERS_, int BLOCK_KEYS_>
+struct Sm90Geometry {
+  static_assert((CONSUMERS_ == 2 && BLOCK_KEYS_ == 128) || (CONSUMERS_ == 3 && BLOCK_KEYS_ == 64),
+                "built geometries: 2 consumers x 128-key steps, 3 consumers x 64-key steps");
+  static constexpr int CONSUMERS = CONSUMERS_;
+  static constexpr int BLOCK_KEYS = BLOCK_KEYS_;            // keys per ring stage = the traversal block (cta_k)
+  static constexpr int THREADS = 128 * (CONSUMERS + 1);
+  static constexpr int CTA_Q = SM90_WG_ROWS * CONSUMERS;    // query rows per tile
+  static constexpr int CONSUMER_WARPS = 4 * CONSUMERS;      // arrivals that release a stage or the Q slot
+  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? 240 : 160;
+  static constexpr int S_REGS = BLOCK_KEYS / 2;             // the 64 x BLOCK_KEYS int32 scores over a warpgroup
+  static constexpr int PV_STEPS = BLOCK_KEYS / 32;          // k32 steps of P.V per block (4 A words each)
+};
+
+using Sm90Preset = Sm90Geometry<2, 128>;

@@ -1,15 +1,16 @@
 // The consumer warpgroups of the sm_90a attention kernel: contract stages 3-6 per key
-// block, for 64 query rows each.
+// block, for 64 query rows each. A block is G::BLOCK_KEYS keys (geometry.cuh): 128 in the
+// sm90 preset's geometry, 64 in the three-consumer one.
 //
 // Per block j (K and V^T in ring stage j, Q in the Q slot):
-//   S_j   = Q . K_j^T        D/32 int8 wgmma m64n128k32 from shared memory (exact int32)
+//   S_j   = Q . K_j^T        D/32 int8 wgmma m64nKEYSk32 from shared memory (exact int32)
 //   P_j   = softmax step     softmax.cuh, P as e4m3 A fragments in registers
-//   inner = P_j . V_j        4 e4m3 wgmma m64nDk32, P from registers, a fresh fp32
-//                            accumulator over the block's 128 keys (the two-level scheme)
+//   inner = P_j . V_j        KEYS/32 e4m3 wgmma m64nDk32, P from registers, a fresh fp32
+//                            accumulator over the block's keys (the two-level scheme)
 //   O     = O * alpha + inner
 // Default schedule (serial + ping-pong, both head dims): after block j's softmax the
 // warpgroup waits for its turn, issues P.V of block j and Q.K^T of block j+1 back to back,
-// waits for both, hands the turn to the other consumer warpgroup (whose softmax ran
+// waits for both, hands the turn to the next consumer warpgroup (whose softmax ran
 // meanwhile), releases the stage and folds. The alternatives below stay buildable for
 // experiments; notes/kernels.md has what each measured.
 #pragma once
@@ -93,9 +94,10 @@ struct QOperand {
 // Everything one block step needs besides the S buffers.
 template <int D, int STAGES, typename Smem>
 struct BlockContext {
+  using G = typename Smem::Geometry;
   Smem &smem;
   RingPosition<STAGES> &ring;  // position of the block being computed
-  const PingPong &turns;
+  const PingPong<G::CONSUMERS> &turns;
   QOperand<D> q;
   const float *k_scale;        // this (batch, kv head)'s k groups
   float q_mult;
@@ -104,7 +106,11 @@ struct BlockContext {
   bool causal, per_thread;
   Tracer trace;
 
-  SAGE_DEVICE float load_k_scale(int j) const { return k_scale[per_thread ? 4 * j + lane % 4 : j]; }
+  // k groups span 128 keys (the preset's blkk) whatever the block: a 64-key block j is in group j / 2.
+  SAGE_DEVICE float load_k_scale(int j) const {
+    const int group = j / (128 / G::BLOCK_KEYS);
+    return k_scale[per_thread ? 4 * group + lane % 4 : group];
+  }
   // Block j's k scale; starts the load of block j+1's, so its latency hides behind this block.
   SAGE_DEVICE float take_k_scale(int j) {
     const float now = k_ahead;
@@ -113,48 +119,51 @@ struct BlockContext {
   }
 };
 
-template <int D>
-SAGE_DEVICE void issue_scores(i32 (&s)[SM90_S_REGS], const QOperand<D> &q, const u8 *k_tile) {
+// S = Q . K^T over the block's S_REGS * 2 keys.
+template <int D, int S_REGS>
+SAGE_DEVICE void issue_scores(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *k_tile) {
   const u64 desc_k = wgmma_desc_k_major<D>(k_tile);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk) {
     const u64 k_step = wgmma_desc_advance(desc_k, 32 * kk);
-    if (SM90_Q_IN_REGISTERS) {
+    if constexpr (SM90_Q_IN_REGISTERS) {
+      static_assert(S_REGS == 64, "SM90_Q_IN_REGISTERS: built for 128-key blocks only");
       const u32 (&q_step)[4] = q.frag[SM90_Q_IN_REGISTERS ? kk : 0];
       if (kk == 0) wgmma_m64n128k32_s32_s8_s8_rs<false>(s, q_step, k_step);
       else wgmma_m64n128k32_s32_s8_s8_rs<true>(s, q_step, k_step);
     } else {
       const u64 q_step = wgmma_desc_advance(q.desc, 32 * kk);
-      if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
-      else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
+      if (kk == 0) wgmma_qk_step<S_REGS, false>(s, q_step, k_step);
+      else wgmma_qk_step<S_REGS, true>(s, q_step, k_step);
     }
   }
   wgmma_commit();
 }
 
 // Stage 4-5 of block j on its completed scores: the softmax step, P as A fragments.
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult,
-                               const i32 (&s)[SM90_S_REGS], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                               u32 (&p)[SM90_PV_STEPS][4]) {
+template <int D, int STAGES, typename Smem, int S_REGS>
+SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult, const i32 (&s)[S_REGS],
+                               float (&m)[2], float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
+  constexpr int KEYS = 2 * S_REGS;
   const float mult = c.q_mult * k_mult;
-  const int key0 = j * SM90_BLOCK_KEYS;
+  const int key0 = j * KEYS;
   const BlockMask mask{key0, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  if (key0 + SM90_BLOCK_KEYS > c.n_kv || (c.causal && key0 + SM90_BLOCK_KEYS - 1 > c.warp_row0 + c.shift)) {
+  if (key0 + KEYS > c.n_kv || (c.causal && key0 + KEYS - 1 > c.warp_row0 + c.shift)) {
     sm90_online_softmax<true>(s, mask, mult, m, l, alpha, p);
   } else {
     sm90_online_softmax<false>(s, mask, mult, m, l, alpha, p);
   }
 }
 
-// inner = P . V (4 k32 steps, a fresh accumulator: the block's inner level).
-template <int D>
-SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[SM90_PV_STEPS][4], const u8 *v_tile) {
-  const u64 desc_v = wgmma_desc_k_major<128>(v_tile);
+// inner = P . V (PV_STEPS k32 steps, a fresh accumulator: the block's inner level). V^T's
+// rows are the block's 32 * PV_STEPS keys (64 or 128 bytes, the swizzle of that width).
+template <int D, int PV_STEPS>
+SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const u8 *v_tile) {
+  const u64 desc_v = wgmma_desc_k_major<32 * PV_STEPS>(v_tile);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < SM90_PV_STEPS; ++k) {
+  for (int k = 0; k < PV_STEPS; ++k) {
     if (k == 0) wgmma_pv_step<D, false>(inner, p[k], desc_v);
     else wgmma_pv_step<D, true>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k));
   }
@@ -171,10 +180,9 @@ SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const fl
 // Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
 // scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
 // the tensor cores work while the same warpgroup's exp2 does.
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[SM90_S_REGS],
-                                          i32 (&next)[SM90_S_REGS], float (&o)[D / 2], float (&m)[2],
-                                          float (&l)[2]) {
+template <int D, int STAGES, typename Smem, int S_REGS>
+SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[S_REGS],
+                                          i32 (&next)[S_REGS], float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   const bool has_next = j + 1 < c.blocks;
@@ -188,7 +196,7 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   }
   wgmma_pin(cur);
   float alpha[2];
-  u32 p[SM90_PV_STEPS][4];
+  u32 p[S_REGS / 16][4];
   block_softmax(c, j, k_mult, cur, m, l, alpha, p);
   float inner[D / 2];
   issue_pv<D>(inner, p, c.smem.v[stage]);
@@ -202,15 +210,15 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
 // P.V of block j and Q.K^T of block j+1 go to the tensor cores back to back, and the other
 // consumer warpgroup's softmax runs meanwhile. The trace stamps cost nothing unless
 // SM90_TRACE is set.
-template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[SM90_S_REGS],
-                                      float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+template <int D, int STAGES, typename Smem, int S_REGS>
+SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[S_REGS], float (&o)[D / 2],
+                                      float (&m)[2], float (&l)[2]) {
   c.trace.stamp(j, TRACE_START);
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   c.ring.advance();
   float alpha[2];
-  u32 p[SM90_PV_STEPS][4];
+  u32 p[S_REGS / 16][4];
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
@@ -240,14 +248,16 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
 }
 
 template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerArgs &a) {
-  const int wg = warpgroup_index() - 1;  // 0 or 1
+SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles, const ConsumerArgs &a) {
+  using G = typename Smem::Geometry;
+  static_assert(!SM90_OVERLAP_QK(D) || G::CONSUMERS == 2, "SM90_D64_OVERLAP: built for two consumers only");
+  const int wg = warpgroup_index() - 1;  // 0 .. G::CONSUMERS - 1
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const bool causal = a.flags & SM90_CAUSAL, per_thread = a.flags & SM90_PER_THREAD;
   const int group = tiles.heads / a.heads_kv;
   RingPosition<STAGES> ring;
   u32 q_parity = 0;
-  const PingPong turns(wg);
+  const PingPong<G::CONSUMERS> turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
   for (bool first_tile = true;; first_tile = false) {
     // The producer hands over each tile (and its Q) through the Q slot; SM90_NO_TILE ends.
@@ -256,9 +266,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
     const int ti = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile, 0) : 0, 0);  // producer.cuh
     if (!tiles.valid(ti)) break;
     const Tile tile = tiles(ti);
-    const int q0 = tile.qblock * SM90_CTA_Q, hk = tile.head / group;
+    const int q0 = tile.qblock * G::CTA_Q, hk = tile.head / group;
     const int warp_row0 = q0 + SM90_WG_ROWS * wg + 16 * warp, row0 = warp_row0 + lane / 4;
-    const int blocks = visible_key_blocks(q0, SM90_CTA_Q, a.n_q, a.n_kv, causal, a.shift, SM90_BLOCK_KEYS);
+    const int blocks = visible_key_blocks(q0, G::CTA_Q, a.n_q, a.n_kv, causal, a.shift, G::BLOCK_KEYS);
     const i64 bh = (i64)tile.batch * tiles.heads + tile.head, bhk = (i64)tile.batch * a.heads_kv + hk;
 
     float o[D / 2], m[2], l[2];
@@ -273,17 +283,18 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler &tiles, const ConsumerA
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       a.k_scale + bhk * a.k_groups, a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e,
                                       0.0f, blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread,
-                                      Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && first_tile
+                                      Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && first_tile &&
+                                                     wg < 2  // the trace buffer holds two warpgroups
                                                  ? a.trace + (4 * wg + warp) * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
                                                  : nullptr}};
       c.k_ahead = c.load_k_scale(0);
       c.q.load(q_tile, t);
       if (SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // the next tile's Q may load now
-      i32 sa[SM90_S_REGS];
+      i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
-        i32 sb[SM90_S_REGS];
+        i32 sb[G::S_REGS];
         for (int j = 0; j < blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
           if (j + 1 < blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);

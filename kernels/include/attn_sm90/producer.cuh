@@ -1,9 +1,9 @@
 // The producer warp of the sm_90a attention kernel: one elected thread issues every
 // TMA copy; the other 127 threads of warpgroup 0 only give their registers away.
 //
-// Per tile: the 128 query rows once (the Q slot, released by the consumers after
+// Per tile: its G::CTA_Q query rows once (the Q slot, released by the consumers after
 // their last Q.K^T), then for each visible key block one ring stage holding the
-// block's 128 keys of K (128 x D, K-major) and V^T (D x 128 keys), announced to the
+// block's G::BLOCK_KEYS keys of K (keys x D, K-major) and V^T (D x keys), announced to the
 // stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
 // still count in the box's bytes, so the count is the full box every time.
 // GQA: the K/V maps are indexed with the query head's kv head.
@@ -15,9 +15,9 @@
 #include "scheduler.cuh"
 
 struct AttnMaps {
-  const TensorMap *q;  // int8 [B * H_q, N_q, D], box 128 x D
-  const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box 128 x D
-  const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x 128
+  const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D
+  const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box BLOCK_KEYS x D
+  const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x BLOCK_KEYS
 };
 
 // The tile index goes through shared memory as an atomic store, read back as an atomic by
@@ -33,8 +33,9 @@ SAGE_DEVICE void hand_over_tile(Smem &smem, int tile) {
 // blocks, alone when it has none (blind rows: the consumers write zeros), and SM90_NO_TILE
 // after the last one, which ends the consumers' walk.
 template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &tiles, int *tile_counter, int heads_kv,
-                         int n_q, int n_kv, bool causal, int shift) {
+SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles,
+                         int *tile_counter, int heads_kv, int n_q, int n_kv, bool causal, int shift) {
+  using G = typename Smem::Geometry;
   tma_prefetch_descriptor(maps.q);
   tma_prefetch_descriptor(maps.k);
   tma_prefetch_descriptor(maps.v);
@@ -51,8 +52,8 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &
     }
     const int next = tiles.take_next(tile_counter, t);  // in flight while this tile loads
     const Tile tile = tiles(t);
-    const int q0 = tile.qblock * SM90_CTA_Q;
-    const int blocks = visible_key_blocks(q0, SM90_CTA_Q, n_q, n_kv, causal, shift, SM90_BLOCK_KEYS);
+    const int q0 = tile.qblock * G::CTA_Q;
+    const int blocks = visible_key_blocks(q0, G::CTA_Q, n_q, n_kv, causal, shift, G::BLOCK_KEYS);
     const int hk = tile.head / group;
     hand_over_tile(smem, t);
     if (blocks == 0) {
@@ -64,8 +65,8 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler &
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);
       mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
-      tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * SM90_BLOCK_KEYS, hk, tile.batch);
-      tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * SM90_BLOCK_KEYS, 0, hk, tile.batch);
+      tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * G::BLOCK_KEYS, hk, tile.batch);
+      tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * G::BLOCK_KEYS, 0, hk, tile.batch);
       ring.advance();
     }
     t = next;

@@ -1,5 +1,5 @@
 // Tile scheduler of the sm_90a attention kernel: a persistent grid (one CTA per SM)
-// takes (batch, head, 128-row query block) tiles from a global counter as it finishes
+// takes (batch, head, G::CTA_Q-row query block) tiles from a global counter as it finishes
 // them (dynamic, greedy): a CTA's first tile is its block index, every later one the
 // counter's next value (offset by the grid size).
 //
@@ -34,12 +34,13 @@ struct Tile {
 #define SM90_CAUSAL_WINDOW 1  // 0: one pair per window (heaviest first inside each head)
 #endif
 
+template <typename G>
 struct TileScheduler {
   int q_blocks, heads, pairs, tiles, window;  // pairs: (batch, head) pairs; window: pairs per causal window
   bool causal;
 
   SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int batch, bool causal_)
-      : q_blocks(ceil_div(n_q, SM90_CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
+      : q_blocks(ceil_div(n_q, G::CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
         window(SM90_CAUSAL_WINDOW ? max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1)))) : 1),
         causal(causal_) {}
 

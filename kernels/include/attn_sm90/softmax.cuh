@@ -1,8 +1,9 @@
-// Contract stages 3-5 on one consumer warpgroup's 64 x 128 score tile (sm_90a kernel):
+// Contract stages 3-5 on one consumer warpgroup's 64 x KEYS score tile (sm_90a kernel;
+// KEYS = 128 in the sm90 preset's geometry, 64 in the three-consumer one: geometry.cuh):
 // INT32 scores -> log2-domain scores -> base-2 online softmax with the fp8 offset ->
 // P as e4m3, already in the register A fragment of the P.V wgmma.
 //
-// Fragment (hopper/wgmma.cuh): thread t = 32w + l holds s[i], i < 64, at row
+// Fragment (hopper/wgmma.cuh): thread t = 32w + l holds s[i], i < KEYS / 2, at row
 // 16w + l/4 + 8h with h = (i/2) % 2 and key 8(i/4) + 2(l%4) + i%2 of the block. A row
 // lives in the 4 lanes of a quad: the row max takes two xor-shuffles, the row sum is
 // kept per lane and reduced once in the epilogue (alpha is the same across the quad).
@@ -22,9 +23,6 @@
 #include "../online_softmax.cuh"
 #include "ablation.cuh"
 #include "geometry.cuh"
-
-#define SM90_S_REGS 64  // the 64 x 128 int32 tile over a warpgroup: 64 per thread
-#define SM90_PV_STEPS 4 // k32 steps of P.V per block; 4 A words each
 
 // INT32 score -> fp32, exactly (|S| < 2^22): cvt (I2FP) by default; SM90_CVT_BIAS=1 takes the
 // float-bias route of online_softmax.cuh instead (an integer add and a float add), which
@@ -78,21 +76,22 @@ struct BlockMask {
 // offset) and gives alpha per row half; sm90_softmax_exp adds the block's P to the
 // per-lane partial row sums (before fp8 rounding) and writes P's e4m3 A fragments (p[k]:
 // P.V k32 step k, keys 32k..32k+31). With MASKED, hidden scores count as the sentinel
-// (INT32 max) and as MASK_SCORE (exp2 argument).
+// (INT32 max) and as MASK_SCORE (exp2 argument). S_REGS (the block's keys / 2) is deduced
+// from the score array; P has S_REGS / 16 k32 steps.
 
-// The INT32 maximum of each row half's 32 scores. sm90_softmax_max takes both halves'
-// maxima (two chains of 16 VIMNMX3) before either half's conversion and quad shuffles.
+// The INT32 maximum of each row half's S_REGS / 2 scores. sm90_softmax_max takes both halves'
+// maxima (two chains of S_REGS / 4 VIMNMX3) before either half's conversion and quad shuffles.
 // Measured against the two other forms on the H200 (EXPERIMENT_LOG seq 28): each half's
 // chain followed by its own shuffles ran 4% slower at head_dim 64 (0.6% at 128), and a
 // 3-ary tree (depth 4 instead of 16) 6% slower at 64 although it took 27 cycles off the
 // softmax alone.
-template <bool MASKED>
-SAGE_DEVICE void sm90_row_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, i32 (&mx)[2]) {
+template <bool MASKED, int S_REGS>
+SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32 (&mx)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     mx[h] = SAGE_MASKED_S;
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < S_REGS / 4; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int i = 4 * j + 2 * h + e;
@@ -101,8 +100,8 @@ SAGE_DEVICE void sm90_row_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask
   }
 }
 
-template <bool MASKED>
-SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
+template <bool MASKED, int S_REGS>
+SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
   i32 mx[2];
   sm90_row_max<MASKED>(s, mask, mx);
@@ -118,11 +117,11 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[SM90_S_REGS], const BlockMask &
   }
 }
 
-template <bool MASKED>
-SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
-                                  float (&sum)[2], u32 (&p)[SM90_PV_STEPS][4]) {
+template <bool MASKED, int S_REGS>
+SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
+                                  float (&sum)[2], u32 (&p)[S_REGS / 16][4]) {
 #pragma unroll
-  for (int c = 0; c < 8; ++c)      // 16 keys: n-tiles 2c and 2c + 1
+  for (int c = 0; c < S_REGS / 8; ++c)  // 16 keys: n-tiles 2c and 2c + 1
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
@@ -140,9 +139,9 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[SM90_S_REGS], const BlockMask &
 }
 
 // The block's softmax step: l = l * alpha + the block's row sums.
-template <bool MASKED>
-SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[SM90_S_REGS], const BlockMask &mask, float mult, float (&m)[2],
-                                     float (&l)[2], float (&alpha)[2], u32 (&p)[SM90_PV_STEPS][4]) {
+template <bool MASKED, int S_REGS>
+SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
+                                     float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
   sm90_softmax_max<MASKED>(s, mask, mult, m, alpha);
   float sum[2] = {0.0f, 0.0f};
   sm90_softmax_exp<MASKED>(s, mask, mult, m, sum, p);

@@ -133,6 +133,25 @@ SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8(i32 (&s)[64], u64 desc_q, u64 desc_k
              "l"(desc_q), "l"(desc_k));
 }
 
+// S[64 x 64] (+)= Q[64 x 32] . K[64 x 32]^T  (a 64-key block's step).
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n64k32_s32_s8_s8(i32 (&s)[32], u64 desc_q, u64 desc_k) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 ",
+             SAGE_ACC32_OPERANDS ", %32, %33, keep;", 34, SAGE_IO32, s, SAGE_INOUT_S32, SAGE_OUT_S32,
+             "l"(desc_q), "l"(desc_k));
+}
+
+// The Q.K^T instruction for a block of S_REGS * 2 keys (64 or 128), Q from shared memory.
+template <int S_REGS, bool ACCUMULATE>
+SAGE_DEVICE void wgmma_qk_step(i32 (&s)[S_REGS], u64 desc_q, u64 desc_k) {
+  static_assert(S_REGS == 32 || S_REGS == 64, "64- or 128-key blocks");
+  if constexpr (S_REGS == 32) {
+    wgmma_m64n64k32_s32_s8_s8<ACCUMULATE>(s, desc_q, desc_k);
+  } else {
+    wgmma_m64n128k32_s32_s8_s8<ACCUMULATE>(s, desc_q, desc_k);
+  }
+}
+
 // The same step with Q's A fragment in registers (four 32-bit words, wgmma_a8_row/col).
 template <bool ACCUMULATE>
 SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8_rs(i32 (&s)[64], const u32 (&q)[4], u64 desc_k) {
