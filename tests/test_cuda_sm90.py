@@ -94,6 +94,71 @@ def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, cau
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 
 
+@gpu
+@pytest.mark.parametrize("stages,cta_k", [(2, None), (3, None), (6, None), (3, 64), (12, 64)])
+def test_every_ring_depth_gives_the_same_bits(stages, cta_k):
+    _needs_sm90()
+    q, k, v = _inputs(1, 4, 4, 700, 1500, 128 if stages < 6 and cta_k is None else 64, torch.float16, "HND", _seed())
+    p = ops_sm90.prepare(q, k, v, causal=True)
+    assert torch.equal(ops_sm90.run_attention(p, stages=stages, cta_k=cta_k), ops_sm90.run_attention(p, cta_k=cta_k))
+
+
+@gpu
+def test_persistent_grid_covers_more_tiles_than_sms():
+    """More tiles than SMs (each CTA walks several) and the causal heaviest-first order: equal to the contract."""
+    _needs_sm90()
+    seed = _seed()
+    q, k, v = _inputs(2, 20, 4, 1100, 1100, 64, torch.float16, "HND", seed)  # 9 x 20 x 2 = 360 tiles
+    for causal in (False, True):
+        out = ops_sm90.attention(q, k, v, causal=causal)
+        ref = contract.attention(q, k, v, causal=causal, preset="sm90")
+        assert _rel_l1(out, ref) <= ATTN_REL_L1, f"causal={causal} seed={seed}"
+
+
+@gpu
+def test_canonical_accuracy_is_the_contract_sm90_accuracy():
+    """The ANCHORS accuracy input (B1 H8 N4096 D128, k with a 4x channel bias) against float64."""
+    _needs_sm90()
+    from sagelib import metrics
+
+    q, k, v = _inputs(1, 8, 8, 4096, 4096, 128, torch.float16, "HND", 0)
+    exact = contract.reference_attention(q, k, v)
+    ours = metrics.compare(ops_sm90.attention(q, k, v), exact)
+    ref = metrics.compare(contract.attention(q, k, v, preset="sm90"), exact)
+    print(f"[accuracy sm90] ours {ours} contract {ref}")
+    assert ours.cosine >= ref.cosine - 1e-5
+    assert ours.relative_l1 <= ref.relative_l1 * ERROR_SLACK
+
+
+@gpu
+def test_backend_runs_and_kernel_only_matches():
+    _needs_sm90()
+    from sagelib import backends
+
+    backend = backends.get("cuda-sm90")
+    q, k, v = _inputs(1, 4, 4, 300, 300, 128, torch.float16, "HND", _seed())
+    out = backend.attention(q, k, v, causal=True)
+    assert torch.equal(out, backend.kernel_only(q, k, v, causal=True)())
+    assert backends.resolve_auto() == "cuda-sm90"
+    k64 = backends.get("cuda-sm90-k64")
+    q, k, v = _inputs(1, 4, 4, 300, 300, 64, torch.float16, "HND", _seed())
+    out = k64.attention(q, k, v, causal=True)
+    assert torch.equal(out, k64.kernel_only(q, k, v, causal=True)())
+    assert torch.equal(out, ops_sm90.attention(q, k, v, causal=True, cta_k=64))
+
+
+@gpu
+def test_parity_sweep_rows_pass_on_the_hopper_kernel():
+    _needs_sm90()
+    rows = [parity.run_case(c, "cuda", backend="cuda-sm90")
+            for c in parity.default_sweep(n_values=(17, 300), head_dims=(64, 128))]
+    assert all(r["kernel"] == "run" and r["preset"] == "sm90" and r["pv_accum"] == "fp32+fp32" for r in rows)
+    assert all(r["passed"] for r in rows), [r["label"] for r in rows if not r["passed"]]
+
+
+# ---------------------------------------------------------------- no GPU needed
+
+
 def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     assert ops_sm90.geometry_for(128, None) == ops_sm90.geometry_for(64, 128) == ops_sm90.PRESET_GEOMETRY
     k64 = ops_sm90.geometry_for(64, 64)
