@@ -99,25 +99,32 @@ struct BlockContext {
   RingPosition<STAGES> &ring;  // position of the block being computed
   const PingPong<G::CONSUMERS> &turns;
   QOperand<D> q;
-  const float *k_scale;        // this (batch, kv head)'s k groups
+  const float *k_scale;        // this thread's k scale of the first 128 keys (of its (batch, kv head))
+  int k_stride;                // floats between the k scales of consecutive 128-key groups (4 or 1)
   float q_mult;
   float k_ahead;               // the k scale of the block being computed, loaded one block ahead
-  int blocks, warp_row0, lane, n_kv, shift;  // warp_row0: the warp's first query row
-  bool causal, per_thread;
+  int blocks, full_blocks;     // full_blocks: the leading blocks that hide no score from this warp
+  int warp_row0, lane, n_kv, shift;  // warp_row0: the warp's first query row
+  bool causal;
   Tracer trace;
 
   // k groups span 128 keys (the preset's blkk) whatever the block: a 64-key block j is in group j / 2.
-  SAGE_DEVICE float load_k_scale(int j) const {
-    const int group = j / (128 / G::BLOCK_KEYS);
-    return k_scale[per_thread ? 4 * group + lane % 4 : group];
-  }
-  // Block j's k scale; starts the load of block j+1's, so its latency hides behind this block.
+  SAGE_DEVICE float load_k_scale(int j) const { return k_scale[k_stride * (j / (128 / G::BLOCK_KEYS))]; }
+  // Block j's k scale; starts the load of block j+1's, so its latency hides behind this block
+  // (the last block loads its own again: no branch).
   SAGE_DEVICE float take_k_scale(int j) {
     const float now = k_ahead;
-    if (j + 1 < blocks) k_ahead = load_k_scale(j + 1);
+    k_ahead = load_k_scale(min(j + 1, blocks - 1));
     return now;
   }
 };
+
+// The leading key blocks (of KEYS) that hide no score from a warp whose first row is warp_row0:
+// all keys < n_kv and, when causal, every key <= warp_row0 + shift (block_softmax's unmasked path).
+SAGE_DEVICE int unmasked_key_blocks(int keys, int n_kv, bool causal, int warp_row0, int shift) {
+  const int in_range = n_kv / keys;
+  return causal ? min(in_range, max(0, warp_row0 + shift + 1) / keys) : in_range;
+}
 
 // S = Q . K^T over the block's S_REGS * 2 keys.
 template <int D, int S_REGS>
@@ -145,11 +152,9 @@ SAGE_DEVICE void issue_scores(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult, const i32 (&s)[S_REGS],
                                float (&m)[2], float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
-  constexpr int KEYS = 2 * S_REGS;
   const float mult = c.q_mult * k_mult;
-  const int key0 = j * KEYS;
-  const BlockMask mask{key0, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  if (key0 + KEYS > c.n_kv || (c.causal && key0 + KEYS - 1 > c.warp_row0 + c.shift)) {
+  const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
+  if (j >= c.full_blocks) {
     sm90_online_softmax<true>(s, mask, mult, m, l, alpha, p);
   } else {
     sm90_online_softmax<false>(s, mask, mult, m, l, alpha, p);
@@ -250,7 +255,6 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles, const ConsumerArgs &a) {
   using G = typename Smem::Geometry;
-  static_assert(!SM90_OVERLAP_QK(D) || G::CONSUMERS == 2, "SM90_D64_OVERLAP: built for two consumers only");
   const int wg = warpgroup_index() - 1;  // 0 .. G::CONSUMERS - 1
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const bool causal = a.flags & SM90_CAUSAL, per_thread = a.flags & SM90_PER_THREAD;
@@ -281,8 +285,10 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
       const u8 *q_tile = smem.q + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
-                                      a.k_scale + bhk * a.k_groups, a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e,
-                                      0.0f, blocks, warp_row0, lane, a.n_kv, a.shift, causal, per_thread,
+                                      a.k_scale + bhk * a.k_groups + (per_thread ? lane % 4 : 0), per_thread ? 4 : 1,
+                                      a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e, 0.0f, blocks,
+                                      unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, warp_row0, a.shift),
+                                      warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && first_tile &&
                                                      wg < 2  // the trace buffer holds two warpgroups
                                                  ? a.trace + (4 * wg + warp) * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
