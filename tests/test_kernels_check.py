@@ -48,6 +48,16 @@ def test_spills_above_the_baseline_fail(monkeypatch):
     assert "k<1>@sm_90: 8 bytes" in check.run_check(["k.cu"], ["sm_90"], baseline={"k<1>@sm_90": 4}).failures[0]
 
 
+def test_a_partial_check_rewrites_only_its_own_baseline_entries():
+    name = INSTANCES["attn_sm90.cu"][0]
+    result = check.CheckResult([check.TargetResult("attn_sm90.cu", "sm_90a", True, [
+        check.KernelReport(name, "attn_sm90.cu", "sm_90a", spill_stores=16)])], [])
+    previous = {f"{name}@sm_90a": 8, f"{INSTANCES['attn_sm90.cu'][1]}@sm_90a": 4, "attn_mma_kernel<128, false>@sm_89": 36}
+    spills = check.baseline_document(result, previous)["spill_store_bytes"]
+    # the checked target's kernels are as measured now (the second one no longer spills), the others kept
+    assert spills == {f"{name}@sm_90a": 16, "attn_mma_kernel<128, false>@sm_89": 36}
+
+
 def test_unknown_kernel_or_arch_is_a_usage_error(capsys):
     assert main(["kernels", "check", "--arch", "sm_80"]) == 2
     assert "arch: expected one of" in capsys.readouterr().err

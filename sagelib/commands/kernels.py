@@ -60,7 +60,8 @@ def run_check_command(args) -> int:
         if failed_targets:
             print("not writing the baseline: some targets failed to compile")
             return 1
-        check.BASELINE_PATH.write_text(json.dumps(check.baseline_document(result), indent=2) + "\n")
+        document = check.baseline_document(result, previous=check.load_baseline())
+        check.BASELINE_PATH.write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {check.BASELINE_PATH}")
         return 0
     if result.failures:

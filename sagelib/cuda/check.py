@@ -180,8 +180,11 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
     return CheckResult(targets, failures)
 
 
-def baseline_document(result: CheckResult) -> dict:
-    spills = {k.key: k.spill_stores for t in result.targets for k in t.kernels if k.spill_stores}
+def baseline_document(result: CheckResult, previous: dict[str, int] | None = None) -> dict:
+    """The baseline of ``result``'s spills; entries of ``previous`` for targets the check did not compile are kept."""
+    checked = {f"{name}@{t.arch}" for t in result.targets for name in INSTANCES[t.file]}
+    spills = {key: n for key, n in (previous or {}).items() if key not in checked}
+    spills.update({k.key: k.spill_stores for t in result.targets for k in t.kernels if k.spill_stores})
     return {"about": "Spill-store bytes per kernel@arch that `sagelib kernels check` accepts; absent means 0. "
                      "Regenerate with `sagelib kernels check --write-baseline` only when a spill is understood.",
             "spill_store_bytes": dict(sorted(spills.items()))}
