@@ -18,7 +18,7 @@
 //   the grid      persistent, one CTA per SM, tiles taken from a global counter
 //                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q
 // Two geometries (attn_sm90/geometry.cuh): two consumers stepping 128 keys (the sm90
-// preset), and three consumers stepping 64 keys (the preset with cta_k = 64, head_dim 64).
+// preset), and three consumers stepping 64 keys (the preset with cta_k = 64).
 // Shared memory: Q CTA_Q x D, STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
 // aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B).
 #include "attn_sm90/mainloop.cuh"
@@ -49,7 +49,6 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     float sm_scale_log2e, int *tile_counter, u64 *trace) {
   using G = Sm90Geometry<CONSUMERS, BLOCK_KEYS>;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
-  static_assert(CONSUMERS == 2 || D == 64, "three consumers fit the registers at head_dim 64 only");
   extern __shared__ u8 smem_raw[];
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
   Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);

@@ -7,8 +7,8 @@ Usage (GPU host, repository root):
 2. Quantizers: Q to INT8 (quant_qk.cu) and K smoothing + INT8 K + V to e4m3 (quant_kv.cu),
    and all of quantization together, in TB/s counting the bytes each must read and write.
 3. Attention through ``sagelib.bench`` (CUDA events, rotated buffers, checked outputs):
-   our backends (cuda, cuda-per-warp-fp16, and on sm_90 cuda-sm90 and cuda-sm90-k64, which runs
-   head_dim 64 only and records an error row at 128), sdpa-flash, sdpa-cudnn and
+   our backends (cuda, cuda-per-warp-fp16, and on sm_90 cuda-sm90 and its three-consumer
+   geometry cuda-sm90-k64), sdpa-flash, sdpa-cudnn and
    sage (where installed), end to end and kernel-only, with ratios.
 Ops = 4*B*H*Nq*Nkv*D (half when causal). Writes bench.json and prints the tables.
 """

@@ -66,16 +66,18 @@ SM90_CASES = [
 ]
 
 
-# The three-consumer geometry (cta_k 64, head_dim <= 64): the sm90 preset with 64-key steps.
+# The three-consumer geometry (cta_k 64): the sm90 preset with 64-key steps; P.V in two halves at 128.
 K64_CASES = [
     (1, 1, 64, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread"),
-    (17, 17, 64, torch.bfloat16, "NHD", 4, 2, True, "bottom_right", "per_warp"),
+    (17, 17, 128, torch.bfloat16, "NHD", 4, 2, True, "bottom_right", "per_warp"),
     (1000, 1000, 64, torch.bfloat16, "HND", 4, 4, True, "bottom_right", "per_thread"),
+    (1000, 1000, 128, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread"),
     (4099, 4099, 64, torch.float16, "NHD", 4, 4, False, "bottom_right", "per_warp"),
+    (4099, 4099, 128, torch.bfloat16, "HND", 2, 1, True, "top_left", "per_warp"),
     (100, 1333, 64, torch.float16, "HND", 4, 2, True, "top_left", "per_thread"),
-    (1333, 100, 64, torch.float16, "HND", 2, 2, True, "bottom_right", "per_warp"),
+    (1333, 100, 96, torch.float16, "HND", 2, 2, True, "bottom_right", "per_warp"),
     (65, 63, 48, torch.float16, "HND", 2, 2, True, "bottom_right", "per_thread"),
-    (2048, 2048, 64, torch.float16, "HND", 3, 3, True, "bottom_right", "per_thread"),
+    (2048, 2048, 128, torch.float16, "HND", 3, 3, True, "bottom_right", "per_thread"),
     (130, 4099, 64, torch.bfloat16, "NHD", 8, 1, False, "bottom_right", "per_thread"),
 ]
 
@@ -95,10 +97,11 @@ def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, cau
 
 
 @gpu
-@pytest.mark.parametrize("stages,cta_k", [(2, None), (3, None), (6, None), (3, 64), (12, 64)])
-def test_every_ring_depth_gives_the_same_bits(stages, cta_k):
+@pytest.mark.parametrize("stages,cta_k,d", [(2, None, 128), (3, None, 128), (6, None, 64), (3, 64, 64), (12, 64, 64),
+                                            (4, 64, 128)])
+def test_every_ring_depth_gives_the_same_bits(stages, cta_k, d):
     _needs_sm90()
-    q, k, v = _inputs(1, 4, 4, 700, 1500, 128 if stages < 6 and cta_k is None else 64, torch.float16, "HND", _seed())
+    q, k, v = _inputs(1, 4, 4, 700, 1500, d, torch.float16, "HND", _seed())
     p = ops_sm90.prepare(q, k, v, causal=True)
     assert torch.equal(ops_sm90.run_attention(p, stages=stages, cta_k=cta_k), ops_sm90.run_attention(p, cta_k=cta_k))
 
@@ -160,19 +163,17 @@ def test_parity_sweep_rows_pass_on_the_hopper_kernel():
 
 
 def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
-    assert ops_sm90.geometry_for(128, None) == ops_sm90.geometry_for(64, 128) == ops_sm90.PRESET_GEOMETRY
-    k64 = ops_sm90.geometry_for(64, 64)
+    assert ops_sm90.geometry_for(None) == ops_sm90.geometry_for(128) == ops_sm90.PRESET_GEOMETRY
+    k64 = ops_sm90.geometry_for(64)
     assert (k64.consumers, k64.block_keys, k64.threads, k64.cta_q) == (3, 64, 512, 192)
     with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for None .* or 64 keys, got 32"):
-        ops_sm90.geometry_for(64, 32)
-    with pytest.raises(ValueError, match="head_dim <= 64 only, got a kernel head_dim of 128; leave cta_k unset"):
-        ops_sm90.geometry_for(128, 64)
+        ops_sm90.geometry_for(32)
     q = torch.randn(1, 2, 8, 96, dtype=torch.float16)  # refused before anything is quantized (or moved to a GPU)
-    with pytest.raises(ValueError, match="cta_k: 64-key steps"):
-        ops_sm90.attention(q, q, q, cta_k=64)
+    with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for"):
+        ops_sm90.attention(q, q, q, cta_k=96)
     # Q tile of 192 rows, 8 stages of 64-key K and V^T, 18 mbarriers, the tile index, alignment slack
     assert ops_sm90.shared_memory_bytes(64, 8, k64) == 192 * 64 + 8 * 2 * 64 * 64 + 8 * 18 + 8 + 1024
-    assert ops_sm90.check_stages(64, None, k64) == 8
+    assert ops_sm90.check_stages(64, None, k64) == 8 and ops_sm90.check_stages(128, None, k64) == 6
     with pytest.raises(ValueError, match="stages: expected an int in 2..26 at head_dim 64"):
         ops_sm90.check_stages(64, 40, k64)
 

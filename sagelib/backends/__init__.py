@@ -6,7 +6,7 @@ name           what runs
 reference      the executable contract (:mod:`sagelib.contract`), CPU or GPU
 cuda           our kernels in ``kernels/`` through CuPy (needs a CUDA GPU)
 cuda-sm90      our Hopper kernel (sm_90 GPUs: H100, H200)
-cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64 (head_dim <= 64)
+cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64
 sdpa-*         PyTorch scaled_dot_product_attention with one SDPA backend
 sage           the ``sageattention`` package, when it is installed
 auto           ``cuda-sm90`` on sm_90, ``cuda`` on other GPUs with CuPy, else ``reference``

@@ -8,8 +8,8 @@ and returns a closure that launches only the attention kernel.
 
 ``cuda-sm90`` is the Hopper kernel (``attn_sm90.cu``: TMA, wgmma, warp
 specialisation) with the ``sm90`` preset's numerics; it runs on sm_90 GPUs only.
-``cuda-sm90-k64`` is its three-consumer geometry at head_dim <= 64: the ``sm90``
-preset with 64-key online-softmax steps (the contract's ``cta_k=64``).
+``cuda-sm90-k64`` is its three-consumer geometry: the ``sm90`` preset with 64-key
+online-softmax steps (the contract's ``cta_k=64``).
 """
 
 from __future__ import annotations
@@ -102,14 +102,13 @@ class CudaSm90Backend(CudaBackend):
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
         from sagelib.cuda import ops_sm90
 
-        ops_sm90.geometry_for(ops_sm90._kernel_head_dim(q.shape[-1]), self.cta_k)
         prepared = ops_sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                     granularity=self.granularity, check_finite=self.check_finite)
         return lambda: ops_sm90.run_attention(prepared, cta_k=self.cta_k)
 
 
 class CudaSm90Rotation(CudaSm90Backend):
-    """The sm_90a kernel's three-consumer geometry (head_dim <= 64): the sm90 preset with cta_k 64."""
+    """The sm_90a kernel's three-consumer geometry: the sm90 preset with cta_k 64."""
 
     name = "cuda-sm90-k64"
     cta_k = 64
@@ -117,4 +116,4 @@ class CudaSm90Rotation(CudaSm90Backend):
     def __init__(self, granularity: str = "per_thread", check_finite: bool = False):
         super().__init__(granularity=granularity, check_finite=check_finite)
         self.description = ("our Hopper kernel, three consumer warpgroups: INT8 QK / e4m3 PV wgmma, TMA, "
-                            f"sm90 preset with 64-key steps (cta_k 64), {granularity}, fp32+fp32, head_dim <= 64")
+                            f"sm90 preset with 64-key steps (cta_k 64), {granularity}, fp32+fp32")

@@ -8,10 +8,10 @@ launch computes stages 3-7. Q, K and V^T reach the kernel through TMA tensor map
 (:mod:`sagelib.cuda.tma`), built per call.
 
 Two geometries of the kernel (``kernels/include/attn_sm90/geometry.cuh``): two consumer
-warpgroups stepping 128 keys, the sm90 preset; and, at head_dim 64, three consumer
-warpgroups stepping 64 keys, which computes the sm90 preset with ``cta_k=64`` (the
-online-softmax step and the inner accumulator span 64 keys; quantization is unchanged).
-``cta_k`` picks one.
+warpgroups stepping 128 keys, the sm90 preset; and three consumer warpgroups stepping 64
+keys, which computes the sm90 preset with ``cta_k=64`` (the online-softmax step and the
+inner accumulator span 64 keys; quantization is unchanged; at head_dim 128 P.V runs in two
+halves of the channels so the accumulators fit). ``cta_k`` picks one.
 
 Only an sm_90 GPU runs it (wgmma, TMA and setmaxnreg are sm_90a instructions);
 :func:`unavailable_reason` says why on any other machine.
@@ -30,7 +30,7 @@ from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import F32, I32, launch
 from sagelib.cuda.ops import (
-    KernelTarget, PreparedAttention, _kernel_head_dim, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
+    KernelTarget, PreparedAttention, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
     output_buffers, prepare_for,
 )
 from sagelib.cuda.tma import tensor_map
@@ -60,18 +60,15 @@ class Geometry:
 
 
 PRESET_GEOMETRY = Geometry(consumers=2, block_keys=128)  #: the sm90 preset (cta_k 128), every head_dim
-ROTATION_GEOMETRY = Geometry(consumers=3, block_keys=64)  #: three consumers, cta_k 64, head_dim 64 only
+ROTATION_GEOMETRY = Geometry(consumers=3, block_keys=64)  #: three consumers, cta_k 64
 
 
-def geometry_for(head_dim: int, cta_k: int | None) -> Geometry:
+def geometry_for(cta_k: int | None) -> Geometry:
     """The geometry that computes the sm90 preset with traversal block ``cta_k`` (None: the preset's 128)."""
     if cta_k is None or cta_k == PRESET_GEOMETRY.block_keys:
         return PRESET_GEOMETRY
     if cta_k != ROTATION_GEOMETRY.block_keys:
         raise ValueError(f"cta_k: the sm_90a kernel is built for None (the preset's 128) or 64 keys, got {cta_k!r}")
-    if head_dim != 64:
-        raise ValueError(f"cta_k: 64-key steps run on three consumer warpgroups, which fit the registers at "
-                         f"head_dim <= 64 only, got a kernel head_dim of {head_dim}; leave cta_k unset (128) here")
     return ROTATION_GEOMETRY
 
 
@@ -112,7 +109,7 @@ def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry = PRESET_
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry = PRESET_GEOMETRY) -> int:
     """The K/V ring depth to build: ``stages`` if it fits in shared memory, else a ValueError."""
     if stages is None:
-        return instances.SM90_STAGES[head_dim] if geometry == PRESET_GEOMETRY else instances.SM90_K64_STAGES
+        return (instances.SM90_STAGES if geometry == PRESET_GEOMETRY else instances.SM90_K64_STAGES)[head_dim]
     if not isinstance(stages, int) or stages < 2 or shared_memory_bytes(head_dim, stages, geometry) > SMEM_LIMIT:
         fits = max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry) <= SMEM_LIMIT)
         raise ValueError(f"stages: expected an int in 2..{fits} at head_dim {head_dim} (shared memory), got {stages!r}")
@@ -159,7 +156,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
-    geometry = geometry_for(width, cta_k)
+    geometry = geometry_for(cta_k)
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)
@@ -186,7 +183,7 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET,
     """
     options = checked_options(TARGET, preset, options, extra=("stages", "cta_k"))
     stages, cta_k = options.pop("stages", None), options.pop("cta_k", None)
-    geometry_for(_kernel_head_dim(q.shape[-1]), cta_k)  # refuse an unbuilt cta_k before quantizing anything
+    geometry_for(cta_k)  # refuse an unbuilt cta_k before quantizing anything
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)
     return run_attention(prepared, return_lse=return_lse, stages=stages, cta_k=cta_k)

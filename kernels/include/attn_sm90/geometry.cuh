@@ -8,8 +8,8 @@
 //   Sm90Geometry<2, 128>  the contract's sm90 preset (128-key steps): 128 x 24 + 2 x 128 x 240 = 64,512
 //   Sm90Geometry<3, 64>   the three-consumer rotation of notebook 01 (the sm90 preset with
 //                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
-//                         64: S 32 + inner 32 + O 32 + P 8 registers; head_dim 128 needs ~190
-//                         and does not fit.
+//                         64: S 32 + inner 32 + O 32 + P 8 registers; at 128, with P.V in two
+//                         halves (sm90_pv_parts): S 32 + inner 32 + O 64 + P 8.
 #pragma once
 
 #define SM90_WG_ROWS 64  // query rows per consumer warpgroup
@@ -30,3 +30,11 @@ struct Sm90Geometry {
 };
 
 using Sm90Preset = Sm90Geometry<2, 128>;
+
+// P.V over the head dim in this many parts, one after the other, so the block's inner accumulator
+// (fp32, D / 2 / parts registers per thread) fits the consumer's registers: three consumers at
+// head_dim 128 take P.V in two n64 halves (O 64 + inner 32 + S 32 + P 8 registers).
+template <typename G, int D>
+__host__ __device__ constexpr int sm90_pv_parts() {
+  return G::CONSUMERS == 3 && D == 128 ? 2 : 1;
+}

@@ -175,11 +175,14 @@ SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], co
   wgmma_commit();
 }
 
-// O = O * alpha + inner: the outer fp32 level of the two-level accumulation.
-template <int D>
-SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2]) {
+// O = O * alpha + inner: the outer fp32 level of the two-level accumulation, for the channels of
+// part PART of PARTS (sm90_pv_parts): O's registers [PART * N, PART * N + N) with N = D / 2 / PARTS
+// hold channels [PART * D / PARTS, ...), in the same fragment order as the part's accumulator.
+template <int D, int PARTS = 1, int PART = 0>
+SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2 / PARTS]) {
+  constexpr int N = D / 2 / PARTS;
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = fmaf(o[i], alpha[(i / 2) % 2], inner[i]);
+  for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], inner[i]);
 }
 
 // Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
@@ -228,18 +231,26 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
-  float inner[D / 2];
+  constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
+  float inner[D / 2 / PARTS];
   const bool has_next = j + 1 < c.blocks;
   if (has_next) c.smem.ring.consumer_wait(c.ring);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
   if (SM90_ABLATE_PV) {
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) inner[i] = 0.0f;
+    for (int i = 0; i < D / 2 / PARTS; ++i) inner[i] = 0.0f;
   } else {
-    issue_pv<D>(inner, p, c.smem.v[stage]);
+    issue_pv<D / PARTS>(inner, p, c.smem.v[stage]);
   }
   if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
+  if constexpr (PARTS == 2) {  // the first half completes (before the scores), folds, frees inner
+    if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();
+    else wgmma_wait<0>();
+    wgmma_pin(inner);
+    fold_block<D, 2, 0>(o, alpha, inner);
+    if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * Smem::Geometry::BLOCK_KEYS);
+  }
   c.trace.stamp(j, TRACE_ISSUED);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
@@ -248,7 +259,7 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   wgmma_pin(inner);
   wgmma_pin(s);
   warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D>(o, alpha, inner);
+  fold_block<D, PARTS, PARTS - 1>(o, alpha, inner);
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
