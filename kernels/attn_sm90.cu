@@ -19,7 +19,8 @@
 //                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q
 // Two geometries (attn_sm90/geometry.cuh): two consumers stepping 128 keys (the sm90
 // preset), and three consumers stepping 64 keys (the preset with cta_k = 64).
-// Shared memory: Q CTA_Q x D, STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
+// Shared memory: SM90_Q_SLOTS x Q (CTA_Q x D: the next tile's Q loads while this tile
+// runs), STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
 // aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B).
 #include "attn_sm90/mainloop.cuh"
 #include "attn_sm90/producer.cuh"
@@ -28,12 +29,12 @@
 template <int D, int STAGES, typename G>
 struct Sm90Smem {
   using Geometry = G;
-  u8 q[G::CTA_Q * D];
+  u8 q[SM90_Q_SLOTS][G::CTA_Q * D];
   u8 k[STAGES][G::BLOCK_KEYS * D];
   u8 v[STAGES][D * G::BLOCK_KEYS];
   RingBarriers<STAGES> ring;
-  SlotBarriers q_slot;
-  int q_tile;  // the tile whose Q the slot holds (scheduler.cuh), written by the producer
+  RingBarriers<SM90_Q_SLOTS> q_slots;
+  int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
 };
 
 // Dynamic shared memory is requested with this much slack, so the tiles can start on
@@ -54,8 +55,7 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);
   if (threadIdx.x == 0) {
     smem.ring.init(G::CONSUMER_WARPS);
-    mbarrier_init(&smem.q_slot.full, 1);
-    mbarrier_init(&smem.q_slot.empty, G::CONSUMER_WARPS);
+    smem.q_slots.init(G::CONSUMER_WARPS);
     mbarrier_init_fence();
   }
   __syncthreads();

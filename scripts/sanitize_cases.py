@@ -34,18 +34,20 @@ def main() -> int:
         finite = bool(torch.isfinite(out).all())
         bad += not finite
         print(f"case {nq}x{nkv} d{d} {layout} causal={causal}/{align}: {'ok' if finite else 'NON-FINITE'}")
-    if ops_sm90.unavailable_reason() is None:  # the Hopper kernel: the same cases, plus a persistent walk
-        for nq, nkv, d, layout, hq, hkv, causal, align, gran, _, dtype in CASES + [  # and fully blind tiles
-                (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16),
-                (400, 100, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16)]:
+    if ops_sm90.unavailable_reason() is None:  # the Hopper kernel, both geometries: the same cases, plus a
+        sm90_cases = CASES + [  # persistent walk and fully blind tiles
+            (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16),
+            (400, 100, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16)]
+        for (nq, nkv, d, layout, hq, hkv, causal, align, gran, _, dtype), cta_k in (
+                (case, cta_k) for cta_k in (None, 64) for case in sm90_cases):
             shape = lambda h, n: (1, h, n, d) if layout == "HND" else (1, n, h, d)  # noqa: E731
             q, k, v = (torch.randn(shape(h, n), device="cuda", dtype=dtype) for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
             out, lse = ops_sm90.attention(q, k, v, causal=causal, layout=layout, granularity=gran,
-                                          causal_alignment=align, return_lse=True)
+                                          causal_alignment=align, return_lse=True, cta_k=cta_k)
             torch.cuda.synchronize()
             finite = bool(torch.isfinite(out).all())
             bad += not finite
-            print(f"sm90 case {nq}x{nkv} d{d} {layout} h{hq}/{hkv} causal={causal}/{align}: "
+            print(f"sm90 case {nq}x{nkv} d{d} {layout} h{hq}/{hkv} causal={causal}/{align} cta_k={cta_k}: "
                   f"{'ok' if finite else 'NON-FINITE'}")
     else:
         print(f"sm90 cases not run: {ops_sm90.unavailable_reason()}")

@@ -171,10 +171,10 @@ def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     q = torch.randn(1, 2, 8, 96, dtype=torch.float16)  # refused before anything is quantized (or moved to a GPU)
     with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for"):
         ops_sm90.attention(q, q, q, cta_k=96)
-    # Q tile of 192 rows, 8 stages of 64-key K and V^T, 18 mbarriers, the tile index, alignment slack
-    assert ops_sm90.shared_memory_bytes(64, 8, k64) == 192 * 64 + 8 * 2 * 64 * 64 + 8 * 18 + 8 + 1024
+    # two Q tiles of 192 rows, 8 stages of 64-key K and V^T, 20 mbarriers, two tile indices, alignment slack
+    assert ops_sm90.shared_memory_bytes(64, 8, k64) == 2 * 192 * 64 + 8 * 2 * 64 * 64 + 8 * 20 + 8 + 1024
     assert ops_sm90.check_stages(64, None, k64) == 8 and ops_sm90.check_stages(128, None, k64) == 6
-    with pytest.raises(ValueError, match="stages: expected an int in 2..26 at head_dim 64"):
+    with pytest.raises(ValueError, match="stages: expected an int in 2..25 at head_dim 64"):
         ops_sm90.check_stages(64, 40, k64)
 
 
@@ -192,8 +192,8 @@ def test_sm89_permutation_moves_every_16_tokens():
 
 
 def test_shared_memory_budget_and_stage_checks():
-    # Q tile, 4 stages of K and V^T, 10 mbarriers, the tile index (padded to 8), alignment slack
-    assert ops_sm90.shared_memory_bytes(128, 4) == 128 * 128 + 4 * 2 * 128 * 128 + 8 * 10 + 8 + 1024
+    # two Q tiles, 4 stages of K and V^T, 12 mbarriers, two tile indices, alignment slack
+    assert ops_sm90.shared_memory_bytes(128, 4) == 2 * 128 * 128 + 4 * 2 * 128 * 128 + 8 * 12 + 8 + 1024
     assert ops_sm90.check_stages(64, None) >= 2
     for bad in (1, 7, "3"):
         with pytest.raises(ValueError, match="stages: expected an int in 2..6 at head_dim 128"):

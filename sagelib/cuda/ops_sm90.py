@@ -37,6 +37,7 @@ from sagelib.cuda.tma import tensor_map
 
 PRESET = "sm90"
 ARCH = "sm_90a"
+Q_SLOTS = 2  #: Q tiles in shared memory (kernels/include/attn_sm90/geometry.cuh SM90_Q_SLOTS)
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
@@ -101,8 +102,8 @@ def unavailable_reason() -> str | None:
 
 def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry = PRESET_GEOMETRY) -> int:
     """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack)."""
-    tiles = geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
-    barriers = 8 * (2 * stages + 2) + 8  # the ring's and the Q slot's mbarriers, the tile index (padded to 8)
+    tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
+    barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
     return tiles + barriers + SMEM_ALIGN
 
 

@@ -13,6 +13,9 @@
 #pragma once
 
 #define SM90_WG_ROWS 64  // query rows per consumer warpgroup
+#ifndef SM90_Q_SLOTS
+#define SM90_Q_SLOTS 2   // Q tiles in shared memory: the next tile's loads while this one runs
+#endif
 #define SM90_PRODUCER_REGS 24
 
 template <int CONSUMERS_, int BLOCK_KEYS_>

@@ -271,14 +271,16 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   const bool causal = a.flags & SM90_CAUSAL, per_thread = a.flags & SM90_PER_THREAD;
   const int group = tiles.heads / a.heads_kv;
   RingPosition<STAGES> ring;
-  u32 q_parity = 0;
+  RingPosition<SM90_Q_SLOTS> q_at;
   const PingPong<G::CONSUMERS> turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
   for (bool first_tile = true;; first_tile = false) {
-    // The producer hands over each tile (and its Q) through the Q slot; SM90_NO_TILE ends.
-    mbarrier_wait_parity(&smem.q_slot.full, q_parity);
-    q_parity ^= 1u;
-    const int ti = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile, 0) : 0, 0);  // producer.cuh
+    // The producer hands over each tile (and its Q) through the Q slots in turn; SM90_NO_TILE ends.
+    smem.q_slots.consumer_wait(q_at);
+    const int slot = q_at.stage;
+    q_at.advance();
+    u64 *q_empty = &smem.q_slots.empty[slot];
+    const int ti = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile[slot], 0) : 0, 0);  // producer.cuh
     if (!tiles.valid(ti)) break;
     const Tile tile = tiles(ti);
     const int q0 = tile.qblock * G::CTA_Q, hk = tile.head / group;
@@ -294,7 +296,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
 
     if (blocks > 0) {
       const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
-      const u8 *q_tile = smem.q + SM90_WG_ROWS * wg * D;
+      const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       a.k_scale + bhk * a.k_groups + (per_thread ? lane % 4 : 0), per_thread ? 4 : 1,
                                       a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e, 0.0f, blocks,
@@ -306,7 +308,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
                                                  : nullptr}};
       c.k_ahead = c.load_k_scale(0);
       c.q.load(q_tile, t);
-      if (SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // the next tile's Q may load now
+      if (SM90_Q_IN_REGISTERS) warp_release(q_empty);  // the slot may take another tile's Q now
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
@@ -321,9 +323,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
         wgmma_pin(sa);
         for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
       }
-      if (!SM90_Q_IN_REGISTERS) warp_release(&smem.q_slot.empty);  // every Q.K^T of this tile has completed
+      if (!SM90_Q_IN_REGISTERS) warp_release(q_empty);  // every Q.K^T of this tile has completed
     } else {
-      warp_release(&smem.q_slot.empty);  // a blind tile: only its index came through the slot
+      warp_release(q_empty);  // a blind tile: only its index came through the slot
     }
     sm90_store_output<D>(o, m, l, a.v_scale + bhk * D, a.out + tile.batch * a.o_sb + tile.head * a.o_sh, a.o_sn,
                          a.lse != nullptr ? a.lse + bh * a.n_q : nullptr, row0, a.n_q, lane,

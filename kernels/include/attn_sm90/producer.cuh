@@ -25,13 +25,14 @@ struct AttnMaps {
 // releases, the wait acquires), and compute-sanitizer's racecheck, which does not model
 // mbarrier ordering for plain shared-memory accesses, then has nothing to report.
 template <typename Smem>
-SAGE_DEVICE void hand_over_tile(Smem &smem, int tile) {
-  atomicExch(&smem.q_tile, tile);
+SAGE_DEVICE void hand_over_tile(Smem &smem, int slot, int tile) {
+  atomicExch(&smem.q_tile[slot], tile);
 }
 
-// Every tile goes through the Q slot, its index in smem.q_tile: with its Q when it has key
-// blocks, alone when it has none (blind rows: the consumers write zeros), and SM90_NO_TILE
-// after the last one, which ends the consumers' walk.
+// Every tile goes through a Q slot (the slots in turn), its index in smem.q_tile: with its Q
+// when it has key blocks, alone when it has none (blind rows: the consumers write zeros), and
+// SM90_NO_TILE after the last one, which ends the consumers' walk. With two slots the next
+// tile's Q, and then its first K/V stages, load while the consumers finish this tile.
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles,
                          int *tile_counter, int heads_kv, int n_q, int n_kv, bool causal, int shift) {
@@ -40,14 +41,15 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
   tma_prefetch_descriptor(maps.k);
   tma_prefetch_descriptor(maps.v);
   RingPosition<STAGES> ring;
-  u32 q_parity = 0;
+  RingPosition<SM90_Q_SLOTS> q_at;
   const int group = tiles.heads / heads_kv;
-  for (int t = tiles.first();;) {
-    mbarrier_wait_parity(&smem.q_slot.empty, q_parity ^ 1u);  // the consumers have read the last index
-    q_parity ^= 1u;
+  for (int t = tiles.first();; q_at.advance()) {
+    smem.q_slots.producer_wait(q_at);  // the consumers are done with this slot's last tile
+    const int slot = q_at.stage;
+    u64 *q_full = &smem.q_slots.full[slot];
     if (!tiles.valid(t)) {
-      hand_over_tile(smem, SM90_NO_TILE);
-      mbarrier_arrive(&smem.q_slot.full);
+      hand_over_tile(smem, slot, SM90_NO_TILE);
+      mbarrier_arrive(q_full);
       return;
     }
     const int next = tiles.take_next(tile_counter, t);  // in flight while this tile loads
@@ -55,12 +57,12 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
     const int q0 = tile.qblock * G::CTA_Q;
     const int blocks = visible_key_blocks(q0, G::CTA_Q, n_q, n_kv, causal, shift, G::BLOCK_KEYS);
     const int hk = tile.head / group;
-    hand_over_tile(smem, t);
+    hand_over_tile(smem, slot, t);
     if (blocks == 0) {
-      mbarrier_arrive(&smem.q_slot.full);
+      mbarrier_arrive(q_full);
     } else {
-      mbarrier_arrive_expect_tx(&smem.q_slot.full, sizeof(smem.q));
-      tma_load_3d(smem.q, maps.q, &smem.q_slot.full, 0, q0, tile.batch * tiles.heads + tile.head);
+      mbarrier_arrive_expect_tx(q_full, sizeof(smem.q[0]));
+      tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
     }
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);
