@@ -53,12 +53,6 @@
 #ifndef SM90_TURN_IS_SOFTMAX
 #define SM90_TURN_IS_SOFTMAX 0
 #endif
-// Block j's fold (O = O * alpha + inner) as soon as its P.V has completed, while Q.K^T of
-// block j+1 still runs on the tensor cores (1), instead of after both (0, the default: 1 measured
-// 0.97x at D64 N16384 and 0.98x at D128 on the H200, 5 rotated rounds).
-#ifndef SM90_FOLD_UNDER_QK
-#define SM90_FOLD_UNDER_QK 0
-#endif
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
@@ -238,7 +232,6 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
   constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
-  constexpr bool FOLD_UNDER_QK = PARTS == 1 && SM90_FOLD_UNDER_QK;
   float inner[D / 2 / PARTS];
   const bool has_next = j + 1 < c.blocks;
   if (has_next) c.smem.ring.consumer_wait(c.ring);
@@ -257,24 +250,16 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
     wgmma_pin(inner);
     fold_block<D, 2, 0>(o, alpha, inner);
     if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * Smem::Geometry::BLOCK_KEYS);
-  } else if constexpr (FOLD_UNDER_QK) {  // P.V completes first: its fold runs while the next scores compute
-    if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();
-    else wgmma_wait<0>();
-    wgmma_pin(inner);
-    warp_release(&c.smem.ring.empty[stage]);
-    fold_block<D>(o, alpha, inner);
   }
   c.trace.stamp(j, TRACE_ISSUED);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
   c.trace.stamp(j, TRACE_COMPLETE);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  wgmma_pin(inner);
   wgmma_pin(s);
-  if constexpr (!FOLD_UNDER_QK) {
-    wgmma_pin(inner);
-    warp_release(&c.smem.ring.empty[stage]);
-    fold_block<D, PARTS, PARTS - 1>(o, alpha, inner);
-  }
+  warp_release(&c.smem.ring.empty[stage]);
+  fold_block<D, PARTS, PARTS - 1>(o, alpha, inner);
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
