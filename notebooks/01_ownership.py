@@ -149,21 +149,22 @@ if measured_hw is not ownership.H200:
 # at about 1330 of a warpgroup's 2420 cycles per block, latency-bound rather than exp2-bound.
 
 # %%
-def sm90_kernel_only(document):
-    """The recording's cuda-sm90 kernel-only, non-causal records at this notebook's B, H, N."""
+def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
+    """The recording's kernel-only records of ``backend`` at this notebook's B, H, N (failed ones left out)."""
     return [record for record in document.get("records", [])
-            if (record["backend"], record["mode"], record["causal"]) == ("cuda-sm90", "kernel_only", False)
+            if (record["backend"], record["mode"]) == (backend, "kernel_only") and record["causal"] in causal
+            and record.get("error") is None
             and (record["shape"]["batch"], record["shape"]["heads"], record["shape"]["seq_q"]) == (batch, heads, n_tokens)
             and record["shape"]["head_dim"] in head_dims]
 
 
 built = []
 recorded_bench, recorded_bench_path = next(  # the newest recording (any bench file) that has them
-    ((document, path) for document, path in reversed(bench_records.load_all()) if sm90_kernel_only(document)),
+    ((document, path) for document, path in reversed(bench_records.load_all()) if kernel_only_records(document)),
     (None, None))
 projected = {(row["head_dim"], row["conversion"]): row for row in (measured if measured_hw is not ownership.H200 else stated)
              if row["structure"] == "fa3_pingpong"}
-for record in sm90_kernel_only(recorded_bench or {}):
+for record in kernel_only_records(recorded_bench or {}):
     shape = record["shape"]
     bound = projected[(shape["head_dim"], "cvt")]
     built.append({"head_dim": shape["head_dim"], "measured kernel-only TOPS (recorded)": record["tops"],
@@ -177,6 +178,44 @@ if built:
 else:
     display(Markdown(f"No recorded `cuda-sm90` kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
                      "data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
+
+# %% [markdown]
+# ## The three-consumer rotation, built
+# `three_consumer_rotation` below became the kernel's second geometry (backend `cuda-sm90-k64`):
+# three consumer warpgroups at 160 registers, 64-key steps (the sm90 preset with `cta_k=64`, the
+# contract's answer further down), and at D=128 P.V in two 64-channel passes. Its recorded
+# kernel-only speed beside the two-consumer kernel's from the same recording: three softmax warps
+# per scheduler did not shorten a step as much as halving the step lengthened the per-key
+# overheads (row max, turns, waits and fold every 64 keys instead of 128).
+
+# %%
+def by_shape(records):
+    return {(r["shape"]["head_dim"], r["causal"]): r["tops"] for r in records}
+
+
+rotation_doc, rotation_path = next(  # the newest recording that has both geometries
+    ((document, path) for document, path in reversed(bench_records.load_all())
+     if kernel_only_records(document, "cuda-sm90-k64", (False, True))), (None, None))
+rotation_rows = []
+if rotation_doc is not None:
+    two = by_shape(kernel_only_records(rotation_doc, "cuda-sm90", (False, True)))
+    three = by_shape(kernel_only_records(rotation_doc, "cuda-sm90-k64", (False, True)))
+    rotation_rows = [{"head_dim": d, "causal": causal, "two consumers, 128-key steps": two[(d, causal)],
+                      "three consumers, 64-key steps": three[(d, causal)], "three / two": three[(d, causal)] / two[(d, causal)]}
+                     for d, causal in sorted(set(two) & set(three))]
+results.add("three-consumer rotation, built (recorded)", rotation_rows)
+if rotation_rows:
+    display(Markdown(f"Recorded in `{rotation_path.name}` ({rotation_doc['created_utc'][:10]}, "
+                     f"{rotation_doc['device']['name']}), kernel only, B={batch}, H={heads}, N={n_tokens}."))
+    fig = plots.grouped_bars([f"D={r['head_dim']}{', causal' if r['causal'] else ''}" for r in rotation_rows],
+                             {k: [r[k] for r in rotation_rows] for k in ("two consumers, 128-key steps",
+                                                                         "three consumers, 64-key steps")},
+                             ylabel="kernel-only TOPS (recorded)", value_format="%.0f",
+                             title="The Hopper kernel's two geometries")
+    results.figure(fig, "three_consumer_built")
+else:
+    display(Markdown(f"No recording with `cuda-sm90-k64` kernel-only figures for B={batch}, H={heads}, N={n_tokens} "
+                     "in data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
 
 # %% [markdown]
 # ## What the schedule experiments on the built kernel measured (recorded sweeps)
@@ -231,7 +270,7 @@ results.figure(fig, "tile_scheduler_balance")
 
 # %% [markdown]
 # ## The next step's numerics: a 64-key softmax step (contract, CPU)
-# `three_consumer_rotation` fits its 160 registers at D=64 only with 64-key steps, while the
+# `three_consumer_rotation` fits its 160 registers only with 64-key steps, while the
 # sm90 preset takes the row max and flushes the inner accumulator per 128 keys. Keeping that
 # exactly would need the S of 128 keys live again. The alternative is a preset whose step is
 # 64 keys. This asks the contract, on the canonical inputs against float64, whether that costs
@@ -280,9 +319,10 @@ plots.table(review)
 #   mma.sync 8-bit reached about two thirds of wgmma's rate, which caps the portable
 #   path on Hopper.
 # * The built ping-pong kernel's limit is its softmax phase, bound by instruction latency at two
-#   consumer warps per scheduler. `three_consumer_rotation` puts three there and fits D=64 only,
-#   with 64-key steps. The traversal-step chart says what such a preset would cost against float64
-#   (ratios at 1: nothing), so it is a numerics question for the contract, not a blocker.
+#   consumer warps per scheduler. `three_consumer_rotation` puts three there, with 64-key steps (and
+#   at D=128 P.V in two passes). The traversal-step chart says what such a preset costs against
+#   float64 (ratios at 1: nothing). Built, it ran slower than the two-consumer kernel at D=128 and
+#   about level at D=64 (the section above): the next step is not more warps on the same chain.
 # * At D=128 the tensor cores and exp2 need the same time (8192 ops and 16 exp2 per clock
 #   per SM, 4*128 ops per score): only a structure that overlaps them by construction can
 #   pass the serial bound. At D=64 exp2 alone bounds every structure near 1070 TOPS.

@@ -91,6 +91,9 @@ class Architecture:
     producer_threads: int = 0
     q_in_registers: bool = False
     s_buffers: int = 1  #: 2 when the next block's Q.K^T overlaps this block's softmax
+    #: channels one P.V pass covers (None: all of them): P.V in head_dim / inner_channels passes, one
+    #: inner accumulator of that many channels reused by each
+    inner_channels: int | None = None
     kv_stages: int = 1
     consumer_reg_cap: int | None = None  #: setmaxnreg for consumers (None: no register split)
     producer_reg_cap: int | None = None
@@ -107,7 +110,8 @@ class Architecture:
         inner_words = 1.0 if inner_accumulator == "fp32" else 0.5
         regs = {
             "O accumulator (fp32)": per_thread * head_dim,
-            f"inner P.V accumulator ({inner_accumulator})": per_thread * head_dim * inner_words,
+            f"inner P.V accumulator ({inner_accumulator})": per_thread * min(head_dim, self.inner_channels or head_dim)
+                                                             * inner_words,
             "S fragment (int32 -> fp32)": per_thread * self.block_n * self.s_buffers,
             P_ALIASES_S: per_thread * self.block_n / 4,
             "Q fragment (int8, packed)": per_thread * head_dim / 4 if self.q_in_registers else 0.0,
@@ -298,17 +302,19 @@ CANDIDATES = (
     ),
     Architecture(
         key="three_consumer_rotation",
-        name="Producer warp + three consumer warpgroups taking turns (the next step, not built)",
+        name="Producer warp + three consumer warpgroups taking turns (built: cuda-sm90-k64)",
         mma="wgmma", group_threads=128, rows=64, groups=3, block_n=64, producer_threads=128, kv_stages=3,
-        consumer_reg_cap=160, producer_reg_cap=24, overlap="pingpong",
+        consumer_reg_cap=160, producer_reg_cap=24, overlap="pingpong", inner_channels=64,
         owners={"Q": "shared memory", "S, P": "each consumer warpgroup, registers (64-key steps)",
                 "O": "each consumer warpgroup", "row state": "each consumer warpgroup",
                 "K/V stages": "the producer (TMA, mbarriers)"},
-        note="Three softmax warps per scheduler instead of the built kernel's two: its softmax phase is bound "
+        note="Three softmax warps per scheduler instead of the preset kernel's two: its softmax phase is bound "
              "by instruction latency at two (log seq 25: the microbenchmark reaches the exp2 floor only at four). "
-             "At 160 registers a consumer it fits head_dim 64 with 64-key steps and not head_dim 128. The sm90 "
-             "preset steps by 128 keys; the traversal-step study below finds a 64-key step costs no accuracy, so "
-             "the kernel would target the preset with cta_k 64.",
+             "At 160 registers a consumer it needs 64-key steps, and at head_dim 128 P.V in two 64-channel "
+             "passes through one inner accumulator. The sm90 preset steps by 128 keys; the traversal-step study "
+             "below finds a 64-key step costs no accuracy, so the kernel computes the preset with cta_k 64. "
+             "Built as the kernel's second geometry (backend cuda-sm90-k64); on the H200 it did not beat the "
+             "two-consumer kernel (the section 'The three-consumer rotation, built').",
         conditions=_PINGPONG_CONDITIONS,
     ),
     Architecture(
