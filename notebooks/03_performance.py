@@ -29,7 +29,7 @@
 # %% tags=["parameters"]
 output_dir = "outputs/interactive/03_performance"
 device = "cuda"
-backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90"]
+backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90", "cuda-sm90-k64"]
 head_dims = [64, 128]
 seq_lens = [1024, 2048, 4096, 8192, 16384, 32768]
 tokens = 32768
