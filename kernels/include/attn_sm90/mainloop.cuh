@@ -2,7 +2,7 @@
 // block, for 64 query rows each. A block is G::BLOCK_KEYS keys (geometry.cuh): 128 in the
 // sm90 preset's geometry, 64 in the three-consumer one.
 //
-// Per block j (K and V^T in ring stage j, Q in the Q slot):
+// Per block j (K and V^T in ring stage j, Q in the tile's Q slot):
 //   S_j   = Q . K_j^T        D/32 int8 wgmma m64nKEYSk32 from shared memory (exact int32)
 //   P_j   = softmax step     softmax.cuh, P as e4m3 A fragments in registers
 //   inner = P_j . V_j        KEYS/32 e4m3 wgmma m64nDk32, P from registers, a fresh fp32

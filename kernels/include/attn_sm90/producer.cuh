@@ -1,7 +1,7 @@
 // The producer warp of the sm_90a attention kernel: one elected thread issues every
 // TMA copy; the other 127 threads of warpgroup 0 only give their registers away.
 //
-// Per tile: its G::CTA_Q query rows once (the Q slot, released by the consumers after
+// Per tile: its G::CTA_Q query rows once (into a Q slot, released by the consumers after
 // their last Q.K^T), then for each visible key block one ring stage holding the
 // block's G::BLOCK_KEYS keys of K (keys x D, K-major) and V^T (D x keys), announced to the
 // stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
