@@ -184,9 +184,10 @@ else:
 # `three_consumer_rotation` below became the kernel's second geometry (backend `cuda-sm90-k64`):
 # three consumer warpgroups at 160 registers, 64-key steps (the sm90 preset with `cta_k=64`, the
 # contract's answer further down), and at D=128 P.V in two 64-channel passes. Its recorded
-# kernel-only speed beside the two-consumer kernel's from the same recording: three softmax warps
-# per scheduler did not shorten a step as much as halving the step lengthened the per-key
-# overheads (row max, turns, waits and fold every 64 keys instead of 128).
+# kernel-only speed beside the two-consumer kernel's from the same recording: on the H200 it was
+# slower at D=128 (about 0.9x) and within a few percent either way at D=64 (ahead only when
+# causal). Three softmax warps per scheduler did not shorten a step as much as halving the step
+# lengthened the per-key overheads (row max, turns, waits and fold every 64 keys instead of 128).
 
 # %%
 def by_shape(records):
@@ -322,7 +323,7 @@ plots.table(review)
 #   consumer warps per scheduler. `three_consumer_rotation` puts three there, with 64-key steps (and
 #   at D=128 P.V in two passes). The traversal-step chart says what such a preset costs against
 #   float64 (ratios at 1: nothing). Built, it ran slower than the two-consumer kernel at D=128 and
-#   about level at D=64 (the section above): the next step is not more warps on the same chain.
+#   within a few percent at D=64 (the section above): the next step is not more warps on the same chain.
 # * At D=128 the tensor cores and exp2 need the same time (8192 ops and 16 exp2 per clock
 #   per SM, 4*128 ops per score): only a structure that overlaps them by construction can
 #   pass the serial bound. At D=64 exp2 alone bounds every structure near 1070 TOPS.
