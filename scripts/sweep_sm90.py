@@ -8,7 +8,8 @@ argument; schedule = the -D macros of kernels/include/attn_sm90/mainloop.cuh) ru
 the same prepared (already quantized) inputs, median of CUDA-event timings, checked
 bit-for-bit or within the parity tolerance against the default build. --build-only
 compiles every variant into the kernel cache (no GPU needed), so a GPU host with a
-carried cache spends its time measuring.
+carried cache spends its time measuring. --cta-k 64 sweeps the three-consumer geometry
+(ops_sm90.geometry_for), with its own ring depths.
 """
 
 from __future__ import annotations
@@ -41,9 +42,11 @@ ABLATIONS = {
     "ablate: no e4m3 pack": ("-DSM90_ABLATE_PACK=1",),
 }
 STAGES = {128: (2, 4), 64: (4, 6)}
+#: ring depths timed for the default schedule of the three-consumer geometry (64-key stages)
+STAGES_K64 = {128: (4, 6), 64: (4, 8)}
 
 
-def variants(d: int, ablate: bool = False, only: tuple[str, ...] = ()):
+def variants(d: int, ablate: bool = False, only: tuple[str, ...] = (), cta_k: int | None = None):
     """(name, stages, build options) of every build to time; ``only`` keeps the named schedules."""
     if ablate:
         yield "default", None, ()
@@ -53,19 +56,21 @@ def variants(d: int, ablate: bool = False, only: tuple[str, ...] = ()):
     for name, options in SCHEDULES.items():
         if name.startswith("d64") and d != 64 or only and name not in only:
             continue
-        for stages in STAGES[d] if name == "default" and not only else (None,):
+        for stages in (STAGES_K64 if cta_k else STAGES)[d] if name == "default" and not only else (None,):
             yield name, stages, options
 
 
-def build_all(only: tuple[str, ...] = ()) -> None:
+def build_all(only: tuple[str, ...] = (), cta_k: int | None = None) -> None:
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
-    from sagelib.cuda.ops_sm90 import ARCH, check_stages
+    from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for
 
+    g = geometry_for(cta_k)
     for d in (64, 128):
-        for name, stages, options in [*variants(d, only=only), *(() if only else variants(d, ablate=True))]:
-            built = compile_cubin(BuildRequest("attn_sm90.cu", (instances.attn_sm90(d, check_stages(d, stages)),),
-                                               ARCH, tuple(options)))
+        for name, stages, options in [*variants(d, only=only, cta_k=cta_k),
+                                      *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
+            instance = instances.attn_sm90(d, check_stages(d, stages, g), g.consumers, g.block_keys)
+            built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
             print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")
 
 
@@ -90,15 +95,19 @@ def main(argv=None) -> int:
                              "(the first build timed in a shape can read ~1-3%% slow)")
     parser.add_argument("--variants", default="",
                         help=f"comma-separated schedules to build or time (default: all of {', '.join(SCHEDULES)})")
+    parser.add_argument("--cta-k", type=int, default=None,
+                        help="64: sweep the three-consumer geometry (the sm90 preset with cta_k 64)")
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error(f"--rounds: expected a whole number of 1 or more, got {args.rounds}")
+    if args.cta_k not in (None, 64, 128):
+        parser.error(f"--cta-k: expected 64 (the three-consumer geometry) or 128 (the preset's), got {args.cta_k}")
     only = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     unknown = [v for v in only if v not in SCHEDULES]
     if unknown:
         parser.error(f"--variants: unknown schedule(s) {unknown}; expected names from {list(SCHEDULES)}")
     if args.build_only:
-        build_all(only)
+        build_all(only, args.cta_k)
         return 0
     import torch
 
@@ -117,24 +126,28 @@ def main(argv=None) -> int:
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
         p = ops_sm90.prepare(q, k, v, causal=causal, check_finite=False)
         ops = 4 * b * h * n * n * d / (2 if causal else 1)
-        reference = ops_sm90.run_attention(p)
-        builds = list(variants(d, args.ablate, only))
+        cta_k = args.cta_k
+        geometry = ops_sm90.geometry_for(cta_k)
+        reference = ops_sm90.run_attention(p, cta_k=cta_k)
+        builds = list(variants(d, args.ablate, only, cta_k))
         checks, times = [], {name: [] for name, _, _ in builds}
         for name, stages, options in builds:
-            out = ops_sm90.run_attention(p, stages=stages, build_options=options)
+            out = ops_sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
             diff = float((out.double() - reference.double()).abs().sum() / reference.double().abs().sum())
             checks.append((diff, bool(torch.equal(out, reference))))
         for r in range(args.rounds):  # each round starts one variant later: no build always runs first
             for i in range(len(builds)):
                 name, stages, options = builds[(i + r) % len(builds)]
-                times[name].append(time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options),
+                times[name].append(time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options,
+                                                                          cta_k=cta_k),
                                            reps=20 if args.rounds == 1 else 10))
         base = None
         for (name, stages, _), (diff, identical) in zip(builds, checks):
             ms = statistics.median(times[name])
             base = base or ms
-            row = {"shape": f"B{b} H{h} N{n} D{d}{' causal' if causal else ''}", "variant": name,
-                   "stages": stages or ops_sm90.check_stages(d, None), "ms": ms, "tops": ops / ms / 1e9,
+            row = {"shape": f"B{b} H{h} N{n} D{d}{' causal' if causal else ''}{f' cta_k {cta_k}' if cta_k else ''}",
+                   "variant": name, "stages": stages or ops_sm90.check_stages(d, None, geometry), "ms": ms,
+                   "tops": ops / ms / 1e9,
                    "rel_l1_to_default": diff, "bit_identical_to_default": identical, "round_ms": times[name]}
             rows.append(row)
             spread = f"  {min(times[name]):.3f}-{max(times[name]):.3f}" if args.rounds > 1 else ""

@@ -269,6 +269,12 @@ def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--variants" in err and "no-such-schedule" in err and "default" in err
+    k64 = [(name, stages) for name, stages, _ in sweep.variants(64, cta_k=64) if name == "default"]
+    assert k64 == [("default", s) for s in sweep.STAGES_K64[64]]
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(["--build-only", "--cta-k", "32"])
+    assert exit_info.value.code == 2
+    assert "--cta-k: expected 64" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         sweep.main(["--rounds", "0"])
     assert exit_info.value.code == 2
