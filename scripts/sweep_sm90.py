@@ -118,7 +118,7 @@ def main(argv=None) -> int:
         print(reason, file=sys.stderr)
         return 2
     rows = []
-    print(f"{'shape':<24} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"
+    print(f"{'shape':<34} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"
           + ("  (rounds: min-max ms)" if args.rounds > 1 else ""))
     shapes = SHAPES if not args.shapes else [
         tuple(int(x) for x in s.split(":")[:4]) + (s.endswith(":causal"),) for s in args.shapes.split(",")]
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
             rows.append(row)
             spread = f"  {min(times[name]):.3f}-{max(times[name]):.3f}" if args.rounds > 1 else ""
             check = "same bits" if identical else "ok" if diff < 2e-3 else f"differs {diff:.1e}"
-            print(f"{row['shape']:<24} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
+            print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
         with open(args.out, "w") as f:
