@@ -131,25 +131,33 @@ for name in ("contract_vs_float64", "kernel_vs_float64", "kernel_vs_contract"):
 # The same sweep through the sm_90a kernel. It implements the preset's fp32+fp32
 # accumulation only, so every case runs in that mode (the label says so). Its V operand
 # is the contract's sm90 V with every 16 tokens in the sm89 order (what lets P feed the
-# P.V wgmma without shuffles); the V check compares exactly that.
+# P.V wgmma without shuffles); the V check compares exactly that. Its second geometry,
+# `cuda-sm90-k64` (three consumer warpgroups, 64-key steps), is checked the same way
+# against the sm90 preset with `cta_k=64`.
 
 # %%
-sm90_reason = parity.kernel_unavailable_reason(device, "cuda-sm90")
-results.add("sm90_kernel_status", sm90_reason or f"run on {device}")
-if sm90_reason:
-    display(Markdown(f"**Hopper kernel not run:** {sm90_reason}"))
-    results.headline("sm90 parity cases passed", "not run", note=sm90_reason)
-else:
-    sm90_rows = [parity.run_case(case, device, backend="cuda-sm90")
-                 for case in parity.default_sweep(n_values, head_dims)]
-    results.add("sm90_sweep", sm90_rows)
-    results.headline("sm90 parity cases passed", f"{sum(r['passed'] for r in sm90_rows)}/{len(sm90_rows)}")
-    results.headline("sm90 largest kernel-vs-contract rel L1", max(r["to_contract"] for r in sm90_rows),
+def hopper_parity(backend, key, title):
+    """The sweep through one Hopper backend: rows, headlines, the error chart and the table."""
+    reason = parity.kernel_unavailable_reason(device, backend)
+    name = key.replace("_", " ")  # in the headlines
+    results.add(f"{key}_kernel_status", reason or f"run on {device}")
+    if reason:
+        display(Markdown(f"**{title} not run:** {reason}"))
+        results.headline(f"{name} parity cases passed", "not run", note=reason)
+        return
+    rows = [parity.run_case(case, device, backend=backend) for case in parity.default_sweep(n_values, head_dims)]
+    results.add(f"{key}_sweep", rows)
+    results.headline(f"{name} parity cases passed", f"{sum(r['passed'] for r in rows)}/{len(rows)}")
+    results.headline(f"{name} largest kernel-vs-contract rel L1", max(r["to_contract"] for r in rows),
                      note=f"tolerance {parity.ATTN_REL_L1}")
     fig = plots.grouped_bars(
-        [r["label"] for r in sm90_rows],
-        {"contract (sm90)": [r["contract_err"] for r in sm90_rows], "Hopper kernel": [r["kernel_err"] for r in sm90_rows]},
-        ylabel="relative L1 vs float64", title="Hopper kernel: error against float64", value_format="%.3f")
-    results.figure(fig, "sm90_error_vs_float64")
-    plots.table(sm90_rows, ["label", "seed", "passed", "qk_bit_exact", "v_bit_exact", "to_contract", "kernel_err",
-                            "contract_err", "lse_err"])
+        [r["label"] for r in rows],
+        {"contract (sm90)": [r["contract_err"] for r in rows], title: [r["kernel_err"] for r in rows]},
+        ylabel="relative L1 vs float64", title=f"{title}: error against float64", value_format="%.3f")
+    results.figure(fig, f"{key}_error_vs_float64")
+    plots.table(rows, ["label", "seed", "passed", "qk_bit_exact", "v_bit_exact", "to_contract", "kernel_err",
+                       "contract_err", "lse_err"])
+
+
+hopper_parity("cuda-sm90", "sm90", "Hopper kernel")
+hopper_parity("cuda-sm90-k64", "sm90_k64", "Hopper kernel, three consumers (cta_k 64)")

@@ -151,11 +151,13 @@ def test_backend_runs_and_kernel_only_matches():
 
 
 @gpu
-def test_parity_sweep_rows_pass_on_the_hopper_kernel():
+@pytest.mark.parametrize("backend", ["cuda-sm90", "cuda-sm90-k64"])
+def test_parity_sweep_rows_pass_on_the_hopper_kernel(backend):
     _needs_sm90()
-    rows = [parity.run_case(c, "cuda", backend="cuda-sm90")
+    rows = [parity.run_case(c, "cuda", backend=backend)
             for c in parity.default_sweep(n_values=(17, 300), head_dims=(64, 128))]
     assert all(r["kernel"] == "run" and r["preset"] == "sm90" and r["pv_accum"] == "fp32+fp32" for r in rows)
+    assert all(r["cta_k"] == parity.KERNEL_CTA_K.get(backend) for r in rows)
     assert all(r["passed"] for r in rows), [r["label"] for r in rows if not r["passed"]]
 
 
@@ -181,7 +183,9 @@ def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
 def test_parity_rows_name_the_kernel_and_its_mode():
     row = parity.run_case(parity.ParityCase(5, 9, 64, pv_accum="fp32+fp16"), "cpu", seed=1, backend="cuda-sm90")
     assert row["kernel"] == "not run" and row["preset"] == "sm90" and row["pv_accum"] == "fp32+fp32"
-    assert "fp32+fp32" in row["label"] and 0 < row["contract_err"] < 0.2
+    assert "fp32+fp32" in row["label"] and 0 < row["contract_err"] < 0.2 and row["cta_k"] is None
+    row = parity.run_case(parity.ParityCase(5, 9, 64, pv_accum="fp32+fp16"), "cpu", seed=1, backend="cuda-sm90-k64")
+    assert (row["kernel"], row["preset"], row["pv_accum"], row["cta_k"]) == ("not run", "sm90", "fp32+fp32", 64)
     with pytest.raises(ValueError, match="backend: expected one of"):
         parity.run_case(parity.ParityCase(5, 9, 64), "cpu", backend="sdpa-flash")
 

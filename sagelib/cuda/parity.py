@@ -100,7 +100,11 @@ def make_inputs(case: ParityCase, device, seed: int, batch: int = 1, k_bias: flo
 
 
 #: The kernels the sweep can check: backend name -> the contract preset it implements.
-KERNEL_PRESETS = {"cuda": "sm89", "cuda-sm90": "sm90"}
+KERNEL_PRESETS = {"cuda": "sm89", "cuda-sm90": "sm90", "cuda-sm90-k64": "sm90"}
+#: ... and the contract's cta_k where a kernel steps by other than the preset's block.
+KERNEL_CTA_K = {"cuda-sm90-k64": 64}
+#: The Hopper kernels: fp32+fp32 accumulation only, V in the sm89 token order.
+SM90_BACKENDS = ("cuda-sm90", "cuda-sm90-k64")
 
 
 def kernel_unavailable_reason(device, backend: str = "cuda") -> str | None:
@@ -132,7 +136,7 @@ def sm89_permuted(v_fp8: torch.Tensor) -> torch.Tensor:
 def _v_bit_exact(q, k, v, case: ParityCase, backend: str, pv_accum: str) -> bool:
     from sagelib.cuda import ops, ops_sm90
 
-    if backend == "cuda-sm90":  # the operand the Hopper kernel reads: sm90 V, permuted like sm89
+    if backend in SM90_BACKENDS:  # the operand the Hopper kernel reads: sm90 V, permuted like sm89
         ours = ops_sm90.prepare(q, k, v, layout=case.layout, granularity=case.granularity)
         ref = contract.quantize_v(v, layout=case.layout, preset="sm90", pv_accum=pv_accum)
         d = case.head_dim
@@ -147,29 +151,32 @@ def _v_bit_exact(q, k, v, case: ParityCase, backend: str, pv_accum: str) -> bool
 def _kernel_attention(backend: str):
     from sagelib.cuda import ops, ops_sm90
 
-    return ops_sm90.attention if backend == "cuda-sm90" else ops.attention
+    return ops_sm90.attention if backend in SM90_BACKENDS else ops.attention
 
 
 def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: str = "cuda") -> dict:
     """One row of the sweep (JSON-able). ``seed`` None draws a fresh one (recorded in the row).
 
-    ``backend`` picks the kernel: ``cuda`` (the mma.sync kernel, contract preset sm89) or
+    ``backend`` picks the kernel: ``cuda`` (the mma.sync kernel, contract preset sm89),
     ``cuda-sm90`` (the Hopper kernel, preset sm90, which implements fp32+fp32 only: the
-    case's pv_accum is replaced by it and the row says so).
+    case's pv_accum is replaced by it and the row says so) or ``cuda-sm90-k64`` (its
+    three-consumer geometry, checked against the sm90 preset with cta_k 64).
     """
     if backend not in KERNEL_PRESETS:
         raise ValueError(f"backend: expected one of {list(KERNEL_PRESETS)}, got {backend!r}")
     seed = fresh_seed() if seed is None else seed
     preset = KERNEL_PRESETS[backend]
-    pv_accum = "fp32+fp32" if backend == "cuda-sm90" else case.pv_accum
+    pv_accum = "fp32+fp32" if backend in SM90_BACKENDS else case.pv_accum
     q, k, v = make_inputs(case, device, seed)
     kw = dict(causal=case.causal, layout=case.layout, preset=preset, granularity=case.granularity,
               pv_accum=pv_accum, causal_alignment=case.alignment)
+    if backend in KERNEL_CTA_K:
+        kw["cta_k"] = KERNEL_CTA_K[backend]
     ref, ref_lse = contract.attention(q, k, v, return_lse=True, **kw)
     exact = contract.reference_attention(q, k, v, causal=case.causal, layout=case.layout,
                                          causal_alignment=case.alignment)
     row = {**asdict(case), "pv_accum": pv_accum, "label": replace(case, pv_accum=pv_accum).label, "seed": seed,
-           "backend": backend, "preset": preset, "contract_err": relative_l1(ref, exact)}
+           "backend": backend, "preset": preset, "cta_k": kw.get("cta_k"), "contract_err": relative_l1(ref, exact)}
     reason = kernel_unavailable_reason(device, backend)
     if reason:
         row.update(kernel="not run", reason=reason, passed=None)
