@@ -9,13 +9,16 @@ the same prepared (already quantized) inputs, median of CUDA-event timings, chec
 bit-for-bit or within the parity tolerance against the default build. --build-only
 compiles every variant into the kernel cache (no GPU needed), so a GPU host with a
 carried cache spends its time measuring. --cta-k 64 sweeps the three-consumer geometry
-(ops_sm90.geometry_for), with its own ring depths.
+(ops_sm90.geometry_for), with its own ring depths. --schedule NAME="-DMACRO=V ..." adds a
+build variant for this run without editing SCHEDULES, e.g.
+    python3 scripts/sweep_sm90.py --schedule "one Q slot=-DSM90_Q_SLOTS=1" --variants "default,one Q slot" --rounds 5
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
 import sys
 
@@ -46,28 +49,39 @@ STAGES = {128: (2, 4), 64: (4, 6)}
 STAGES_K64 = {128: (4, 6), 64: (4, 8)}
 
 
-def variants(d: int, ablate: bool = False, only: tuple[str, ...] = (), cta_k: int | None = None):
+def parse_schedule(text: str) -> tuple[str, tuple[str, ...]]:
+    """``NAME=-DMACRO[=V] -UMACRO ...`` (a --schedule argument) as (name, build options)."""
+    name, sep, rest = text.partition("=")
+    options = tuple(shlex.split(rest))
+    if not sep or not name.strip() or not options or any(not o.startswith(("-D", "-U")) for o in options):
+        raise ValueError(f"--schedule: expected NAME=-DMACRO[=VALUE] [-UMACRO ...], got {text!r}")
+    return name.strip(), options
+
+
+def variants(d: int, ablate: bool = False, only: tuple[str, ...] = (), cta_k: int | None = None,
+             schedules: dict[str, tuple[str, ...]] = SCHEDULES):
     """(name, stages, build options) of every build to time; ``only`` keeps the named schedules."""
     if ablate:
         yield "default", None, ()
         for name, options in ABLATIONS.items():
             yield name, None, options
         return
-    for name, options in SCHEDULES.items():
+    for name, options in schedules.items():
         if name.startswith("d64") and d != 64 or only and name not in only:
             continue
         for stages in (STAGES_K64 if cta_k else STAGES)[d] if name == "default" and not only else (None,):
             yield name, stages, options
 
 
-def build_all(only: tuple[str, ...] = (), cta_k: int | None = None) -> None:
+def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
+              schedules: dict[str, tuple[str, ...]] = SCHEDULES) -> None:
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
     from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for
 
     g = geometry_for(cta_k)
     for d in (64, 128):
-        for name, stages, options in [*variants(d, only=only, cta_k=cta_k),
+        for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
             instance = instances.attn_sm90(d, check_stages(d, stages, g), g.consumers, g.block_keys)
             built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
@@ -97,17 +111,28 @@ def main(argv=None) -> int:
                         help=f"comma-separated schedules to build or time (default: all of {', '.join(SCHEDULES)})")
     parser.add_argument("--cta-k", type=int, default=None,
                         help="64: sweep the three-consumer geometry (the sm90 preset with cta_k 64)")
+    parser.add_argument("--schedule", action="append", default=[], metavar='NAME="-DMACRO=V ..."',
+                        help="an extra build variant for this run (repeatable)")
     args = parser.parse_args(argv)
+    schedules = dict(SCHEDULES)
+    for text in args.schedule:
+        try:
+            name, options = parse_schedule(text)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if name in schedules:
+            parser.error(f"--schedule: {name!r} is already a schedule ({list(schedules)}); pick another name")
+        schedules[name] = options
     if args.rounds < 1:
         parser.error(f"--rounds: expected a whole number of 1 or more, got {args.rounds}")
     if args.cta_k not in (None, 64, 128):
         parser.error(f"--cta-k: expected 64 (the three-consumer geometry) or 128 (the preset's), got {args.cta_k}")
     only = tuple(v.strip() for v in args.variants.split(",") if v.strip())
-    unknown = [v for v in only if v not in SCHEDULES]
+    unknown = [v for v in only if v not in schedules]
     if unknown:
-        parser.error(f"--variants: unknown schedule(s) {unknown}; expected names from {list(SCHEDULES)}")
+        parser.error(f"--variants: unknown schedule(s) {unknown}; expected names from {list(schedules)}")
     if args.build_only:
-        build_all(only, args.cta_k)
+        build_all(only, args.cta_k, schedules)
         return 0
     import torch
 
@@ -129,7 +154,7 @@ def main(argv=None) -> int:
         cta_k = args.cta_k
         geometry = ops_sm90.geometry_for(cta_k)
         reference = ops_sm90.run_attention(p, cta_k=cta_k)
-        builds = list(variants(d, args.ablate, only, cta_k))
+        builds = list(variants(d, args.ablate, only, cta_k, schedules))
         checks, times = [], {name: [] for name, _, _ in builds}
         for name, stages, options in builds:
             out = ops_sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)

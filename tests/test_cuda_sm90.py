@@ -273,6 +273,14 @@ def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--variants" in err and "no-such-schedule" in err and "default" in err
+    assert sweep.parse_schedule("one Q slot=-DSM90_Q_SLOTS=1 -USM90_TRACE") == ("one Q slot",
+                                                                           ("-DSM90_Q_SLOTS=1", "-USM90_TRACE"))
+    extra = {**sweep.SCHEDULES, "one Q slot": ("-DSM90_Q_SLOTS=1",)}
+    assert [o for n, _, o in sweep.variants(128, only=("one Q slot",), schedules=extra)] == [("-DSM90_Q_SLOTS=1",)]
+    for bad in ("no-equals", "x=--use_fast_math", "=-DX=1"):
+        with pytest.raises(SystemExit):
+            sweep.main(["--build-only", "--schedule", bad])
+        assert "--schedule: expected NAME=-DMACRO" in capsys.readouterr().err
     k64 = [(name, stages) for name, stages, _ in sweep.variants(64, cta_k=64) if name == "default"]
     assert k64 == [("default", s) for s in sweep.STAGES_K64[64]]
     with pytest.raises(SystemExit) as exit_info:
