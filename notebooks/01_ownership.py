@@ -181,7 +181,8 @@ else:
 
 # %% [markdown]
 # ## The three-consumer rotation, built
-# `three_consumer_rotation` below became the kernel's second geometry (backend `cuda-sm90-k64`):
+# The candidate `three_consumer_rotation` (in the tables above) became the kernel's second geometry
+# (backend `cuda-sm90-k64`):
 # three consumer warpgroups at 160 registers, 64-key steps (the sm90 preset with `cta_k=64`, the
 # contract's answer further down), and at D=128 P.V in two 64-channel passes. Its recorded
 # kernel-only speed beside the two-consumer kernel's from the same recording: on the H200 it was
