@@ -103,8 +103,8 @@ def make_inputs(case: ParityCase, device, seed: int, batch: int = 1, k_bias: flo
 KERNEL_PRESETS = {"cuda": "sm89", "cuda-sm90": "sm90", "cuda-sm90-k64": "sm90"}
 #: ... and the contract's cta_k where a kernel steps by other than the preset's block.
 KERNEL_CTA_K = {"cuda-sm90-k64": 64}
-#: The Hopper kernels: fp32+fp32 accumulation only, V in the sm89 token order.
-SM90_BACKENDS = ("cuda-sm90", "cuda-sm90-k64")
+#: The Hopper kernels (the sm90 preset's): fp32+fp32 accumulation only, V in the sm89 token order.
+SM90_BACKENDS = tuple(name for name, preset in KERNEL_PRESETS.items() if preset == "sm90")
 
 
 def kernel_unavailable_reason(device, backend: str = "cuda") -> str | None:

@@ -17,6 +17,8 @@
 #define SM90_Q_SLOTS 2   // Q tiles in shared memory: the next tile's loads while this one runs
 #endif
 #define SM90_PRODUCER_REGS 24
+#define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
+#define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step
 
 template <int CONSUMERS_, int BLOCK_KEYS_>
 struct Sm90Geometry {
@@ -27,7 +29,8 @@ struct Sm90Geometry {
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int CTA_Q = SM90_WG_ROWS * CONSUMERS;    // query rows per tile
   static constexpr int CONSUMER_WARPS = 4 * CONSUMERS;      // arrivals that release a stage or the Q slot
-  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? 240 : 160;
+  // what the producer leaves, shared by the consumers in setmaxnreg's multiples of 8: 240 or 160
+  static constexpr int CONSUMER_REGS = (SM90_SM_REGS - 128 * SM90_PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
   static constexpr int S_REGS = BLOCK_KEYS / 2;             // the 64 x BLOCK_KEYS int32 scores over a warpgroup
   static constexpr int PV_STEPS = BLOCK_KEYS / 32;          // k32 steps of P.V per block (4 A words each)
 };

@@ -99,8 +99,8 @@ struct BlockContext {
   RingPosition<STAGES> &ring;  // position of the block being computed
   const PingPong<G::CONSUMERS> &turns;
   QOperand<D> q;
-  const float *k_scale;        // this thread's k scale of the first 128 keys (of its (batch, kv head))
-  int k_stride;                // floats between the k scales of consecutive 128-key groups (4 or 1)
+  const float *k_scale;        // this thread's k scale of the first k group (of its (batch, kv head))
+  int k_stride;                // floats between the k scales of consecutive k groups (4 or 1)
   float q_mult;
   float k_ahead;               // the k scale of the block being computed, loaded one block ahead
   int blocks, full_blocks;     // full_blocks: the leading blocks that hide no score from this warp
@@ -108,8 +108,10 @@ struct BlockContext {
   bool causal;
   Tracer trace;
 
-  // k groups span 128 keys (the preset's blkk) whatever the block: a 64-key block j is in group j / 2.
-  SAGE_DEVICE float load_k_scale(int j) const { return k_scale[k_stride * (j / (128 / G::BLOCK_KEYS))]; }
+  // A 64-key block j is in k group j / 2 (geometry.cuh SM90_K_GROUP_KEYS).
+  SAGE_DEVICE float load_k_scale(int j) const {
+    return k_scale[k_stride * (j / (SM90_K_GROUP_KEYS / G::BLOCK_KEYS))];
+  }
   // Block j's k scale; starts the load of block j+1's, so its latency hides behind this block
   // (the last block loads its own again: no branch).
   SAGE_DEVICE float take_k_scale(int j) {
