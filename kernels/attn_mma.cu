@@ -12,7 +12,9 @@
 // keys per step; Q held in registers; K and V tiles double-buffered in shared
 // memory by cp.async (zero-filled past N), XOR-swizzled 16-byte chunks read with
 // ldmatrix. GQA through the kv-head index; HND / NHD through strides.
-// Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3).
+// Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3). sm_90 has no
+// e4m3 mma.sync: there P.V is f16 m16n8k16 on operands widened in the source
+// (pv_block_widened; -DATTN_NATIVE_E4M3_PV leaves the widening to ptxas, 7-11% slower on the H200).
 // Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory attn_smem_bytes(D).
 #include "common.cuh"
 #include "convert.cuh"
@@ -140,6 +142,47 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
 
 // O = alpha * O + P.V, with the block's product formed in a fresh inner
 // accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
+// The P.V of pv_block with the e4m3 operands widened to f16 in the source (ptx_mma.cuh): on sm_90,
+// where ptxas would otherwise widen each e4m3 mma.sync itself and add the accumulator in with a
+// separate instruction, the block's four k16 steps chain in the tensor core instead.
+template <int D, bool PV_F16>
+SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
+                                  float (&o)[2][D / 8][4]) {
+#pragma unroll
+  for (int jp = 0; jp < D / 16; ++jp) {
+    u32 vb[2][4];
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      float c[2][4] = {};
+      u32 acc[2][2] = {};
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        u32 vw[2][2];  // [k16 step][register]
+        widen_b_e4m3(vb[ks][2 * nt], vb[ks][2 * nt + 1], vw[0], vw[1]);
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            if (PV_F16) mma_f16_f16(acc[t], pw[t][2 * ks + k], vw[k]);
+            else mma_f16_f32(c[t], pw[t][2 * ks + k], vw[k]);
+          }
+      }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        if (PV_F16) {
+          half2_bits_to_float2(acc[t][0], c[t][0], c[t][1]);
+          half2_bits_to_float2(acc[t][1], c[t][2], c[t][3]);
+        }
+        float *acc_o = o[t][2 * jp + nt];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc_o[i] = fmaf(acc_o[i], alpha[t][i / 2], c[t][i]);
+      }
+    }
+  }
+}
+
 template <int D, bool PV_F16>
 SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
                           float (&o)[2][D / 8][4]) {
@@ -257,9 +300,15 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
     } else {
       online_softmax_block<false>(s, mult, m, l, alpha, p);
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(ATTN_NATIVE_E4M3_PV)
+    u32 pw[2][4][4];
+    pack_p_fragments_f16(p, pw);
+    pv_block_widened<D, PV_F16>(pw, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
+#else
     u32 pa[2][2][4];
     pack_p_fragments(p, pa);
     pv_block<D, PV_F16>(pa, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
+#endif
   }
   cp_async_wait<0>();
 

@@ -99,6 +99,14 @@ SAGE_DEVICE u32 e4m3x2(float lo, float hi) {
   return (u32)r;
 }
 
+// Two fp32 -> e4m3 (RNE, satfinite, as e4m3x2 above) -> f16x2, `lo` in the low half: a
+// P value rounded to e4m3 and handed to an f16 mma without a packed e4m3 register in between.
+SAGE_DEVICE u32 e4m3_rounded_f16x2(float lo, float hi) {
+  u32 r;
+  asm("{ .reg .b16 e; cvt.rn.satfinite.e4m3x2.f32 e, %2, %1; cvt.rn.f16x2.e4m3x2 %0, e; }" : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
+}
+
 // Four fp32 -> four e4m3 bytes in one register, a in the lowest byte.
 SAGE_DEVICE u32 e4m3x4(float a, float b, float c, float d) {
   return e4m3x2(a, b) | (e4m3x2(c, d) << 16);

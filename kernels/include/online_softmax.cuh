@@ -97,3 +97,18 @@ SAGE_DEVICE void pack_p_fragments(const float (&p)[2][8][4], u32 (&pa)[2][2][4])
       pa[t][ks][3] = e4m3x4(p[t][j + 2][2], p[t][j + 2][3], p[t][j + 3][2], p[t][j + 3][3]);
     }
 }
+
+// P as the A fragments of the f16 m16n8k16 (pv_block_widened, sm_90): the values of
+// pack_p_fragments, rounded to e4m3 and widened to f16 in one step. k16 step kq covers the
+// score n-tiles 2kq and 2kq+1: the accumulator layout of two n8 tiles is the A layout of k16.
+SAGE_DEVICE void pack_p_fragments_f16(const float (&p)[2][8][4], u32 (&pw)[2][4][4]) {
+#pragma unroll
+  for (int t = 0; t < 2; ++t)
+#pragma unroll
+    for (int kq = 0; kq < 4; ++kq)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float *tile = p[t][2 * kq + r / 2];
+        pw[t][kq][r] = e4m3_rounded_f16x2(tile[2 * (r % 2)], tile[2 * (r % 2) + 1]);
+      }
+}

@@ -52,3 +52,42 @@ SAGE_DEVICE void mma_e4m3_f16(u32 (&d)[2], const u32 (&a)[4], u32 b0, u32 b1) {
       : "+r"(d[0]), "+r"(d[1])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+// Hopper (sm_90) has no e4m3 mma.sync. ptxas widens each m16n8k32 e4m3 into two HMMA.16816 on
+// f16 operands and adds the incoming accumulator with a separate FADD (HADD2 for an f16
+// accumulator). The helpers below do the widening in the source, so a block's k16 steps chain
+// inside the tensor core with no add between them: the same products (e4m3 is exact in f16).
+//
+// Four e4m3 bytes -> two f16x2: lo = bytes 0, 1 and hi = bytes 2, 3, each byte in its own half.
+SAGE_DEVICE void e4m3x4_to_f16x4(u32 x, u32 &lo, u32 &hi) {
+  asm("{ .reg .b16 a, b; mov.b32 {a, b}, %2; cvt.rn.f16x2.e4m3x2 %0, a; cvt.rn.f16x2.e4m3x2 %1, b; }"
+      : "=r"(lo), "=r"(hi)
+      : "r"(x));
+}
+
+// The widened operands keep every thread's elements where they are: the m16n8k32 B register b0
+// (k 4*tig .. 4*tig+3) becomes lo (k 4*tig, +1) and hi (k 4*tig+2, +3), which an m16n8k16 reads
+// as its k 2*tig, +1 and 2*tig+8, +9; b1 gives the second k16 step the same way. P's A fragments
+// are built in that key order directly (online_softmax.cuh pack_p_fragments_f16).
+SAGE_DEVICE void widen_b_e4m3(u32 b0, u32 b1, u32 (&first)[2], u32 (&second)[2]) {
+  e4m3x4_to_f16x4(b0, first[0], first[1]);
+  e4m3x4_to_f16x4(b1, second[0], second[1]);
+}
+
+// D += A.B, f16 x f16 -> fp32 (m16n8k16).
+SAGE_DEVICE void mma_f16_f32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// D += A.B, f16 x f16 -> f16 (m16n8k16).
+SAGE_DEVICE void mma_f16_f16(u32 (&d)[2], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 "
+      "{%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%0, %1};"
+      : "+r"(d[0]), "+r"(d[1])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}

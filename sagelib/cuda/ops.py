@@ -394,13 +394,17 @@ def finish_outputs(p: PreparedAttention, out: torch.Tensor, lse: torch.Tensor | 
     return out, lse
 
 
-def run_attention(p: PreparedAttention, return_lse: bool = False):
-    """Stages 3-7: the mma.sync kernel (kernels/attn_mma.cu) on prepared operands."""
+def run_attention(p: PreparedAttention, return_lse: bool = False, build_options: tuple[str, ...] = ()):
+    """Stages 3-7: the mma.sync kernel (kernels/attn_mma.cu) on prepared operands.
+
+    ``build_options`` are extra NVRTC macro options for experiments, e.g.
+    ``("-DATTN_NATIVE_E4M3_PV",)`` builds P.V with e4m3 mma.sync on sm_90 too.
+    """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
     out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)
-    fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"))
+    fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"), options=build_options)
     launch(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1),
            (p.q_int8, *_hnd_strides(p.q_int8), p.k_int8, *_hnd_strides(p.k_int8), p.v_fp8, p.q_scale, p.k_scale,
             p.v_scale, out_hnd, *_hnd_strides(out_hnd), lse, I32(n_q), I32(p.n_kv), I32(p.v_fp8.shape[-1]),
