@@ -48,7 +48,10 @@ MICROBENCHES = (
     Micro("mma_sync_s8", "bench_mma_sync_s8", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 32 / 32, "ops/clk/SM",
           "mma.sync m16n8k32 int8 (Q.K^T, portable path)", "mma_sync_8bit_ops_per_clk"),
     Micro("mma_sync_e4m3", "bench_mma_sync_e4m3", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 32 / 32,
-          "ops/clk/SM", "mma.sync m16n8k32 e4m3 (P.V, portable path)"),
+          "ops/clk/SM", "mma.sync m16n8k32 e4m3 with changing operands (P.V, portable path; on sm_90 "
+          "ptxas widens it to f16 HMMA)"),
+    Micro("mma_sync_f16", "bench_mma_sync_f16", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 16 / 32,
+          "ops/clk/SM", "mma.sync m16n8k16 f16 -> fp32 (the portable kernel's P.V on sm_90)"),
     Micro("wgmma_s8", "bench_wgmma_s8", "microbench_wgmma.cu", 256, 512, 8 * 2 * 64 * 128 * 32 / 128, "ops/clk/SM",
           "wgmma m64n128k32 int8 from shared memory (Q.K^T, Hopper path)", "wgmma_8bit_ops_per_clk",
           needs="sm_90a", arch_suffix="a"),

@@ -39,7 +39,7 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
     # Phase 1 unit microbenchmarks (sagelib.microbench); extern "C", so the names are plain
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
-                      "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3"),
+                      "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3", "bench_mma_sync_f16"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
     # the Hopper kernel's softmax step alone (scripts/microbench_softmax.py)
     "microbench_softmax.cu": ("bench_sm90_softmax",),
