@@ -30,31 +30,25 @@
 #define CTA_K 64
 
 // sm_90 widens P.V's e4m3 operands to f16 (see the header): every warp widens the V fragments
-// it loads (pv_block_widened). -DATTN_SHARED_F16_V=1 widens V once per CTA and block into a
-// shared f16 tile in natural key order instead (widen_v_tile, pv_block_shared_f16): measured
-// 2-10% slower on the H200 (an extra barrier per block, twice the V bytes through ldmatrix).
+// it loads (pv_block_widened). Widening V once per CTA into a shared f16 tile measured slower
+// (EXPERIMENT_LOG seq 49; tree d5e353d has it as -DATTN_SHARED_F16_V=1).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(ATTN_NATIVE_E4M3_PV)
 #define ATTN_WIDEN_PV 1
 #else
 #define ATTN_WIDEN_PV 0
-#endif
-#ifndef ATTN_SHARED_F16_V
-#define ATTN_SHARED_F16_V 0
 #endif
 
 #define ATTN_CAUSAL 1
 #define ATTN_PER_THREAD 2
 #define ATTN_OUT_BF16 4
 
-// Q tile, then two K stages, then two V stages, then (sm_90) the block's V widened to f16.
-// The host sizes the allocation for the largest layout (ops.py attn_smem_bytes).
+// Q tile, then two K stages, then two V stages.
 template <int D>
 struct AttnSmem {
   static constexpr int Q_BYTES = CTA_Q * D;
   static constexpr int K_BYTES = CTA_K * D;
   static constexpr int V_BYTES = D * CTA_K;
-  static constexpr int V16_BYTES = 2 * D * CTA_K;
-  static constexpr int TOTAL = Q_BYTES + 2 * K_BYTES + 2 * V_BYTES + V16_BYTES;
+  static constexpr int TOTAL = Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
 };
 
 template <int D>
@@ -157,64 +151,6 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
 
 // O = alpha * O + P.V, with the block's product formed in a fresh inner
 // accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
-// V^T of one block, e4m3 rows of 64 bytes (keys permuted in 16s as the e4m3 P.V reads them,
-// swizzled_offset<64>) -> f16 rows of 128 bytes in natural key order (swizzled_offset<128>), the
-// B operand of an f16 m16n8k16 whose A is P in pack_p_fragments_f16's order. Thread tid widens
-// input chunk tid % 4 (16 keys) of rows tid / 4 + 32 i. In a 16-key group, byte pair q holds
-// keys {0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15}[2q, 2q+1], so word w's low pair is keys 2w, 2w+1
-// (output chunk 2c) and its high pair keys 8+2w, 9+2w (chunk 2c+1).
-template <int D>
-SAGE_DEVICE void widen_v_tile(const u8 *v8, u8 *v16, int tid) {
-  constexpr int ROWS_PER_PASS = ATTN_THREADS / 4;
-  const int r0 = tid / 4, c = tid % 4;
-#pragma unroll
-  for (int i = 0; i < D / ROWS_PER_PASS; ++i) {
-    const int r = r0 + i * ROWS_PER_PASS;
-    const uint4 in = *reinterpret_cast<const uint4 *>(v8 + swizzled_offset<64>(r, c));
-    uint4 lo, hi;
-    e4m3x4_to_f16x4(in.x, lo.x, hi.x);
-    e4m3x4_to_f16x4(in.y, lo.y, hi.y);
-    e4m3x4_to_f16x4(in.z, lo.z, hi.z);
-    e4m3x4_to_f16x4(in.w, lo.w, hi.w);
-    *reinterpret_cast<uint4 *>(v16 + swizzled_offset<128>(r, 2 * c)) = lo;
-    *reinterpret_cast<uint4 *>(v16 + swizzled_offset<128>(r, 2 * c + 1)) = hi;
-  }
-}
-
-// P.V from the shared f16 V tile: per 16 channels one ldmatrix per k16 step gives both n-tiles'
-// B fragments (rows = channels, chunks 2kq and 2kq+1 = the step's 16 keys); the block's four
-// k16 steps chain in the tensor core, then O = alpha * O + inner as in pv_block.
-template <int D, bool PV_F16>
-SAGE_DEVICE void pv_block_shared_f16(const u32 (&pw)[2][4][4], u32 sv16, u32 v16_lane, const float (&alpha)[2][2],
-                                     float (&o)[2][D / 8][4]) {
-#pragma unroll
-  for (int jp = 0; jp < D / 16; ++jp) {
-    u32 vb[4][4];  // [k16 step][n-tile 2jp: b0, b1; n-tile 2jp+1: b0, b1]
-#pragma unroll
-    for (int kq = 0; kq < 4; ++kq) ldmatrix_x4(vb[kq], sv16 + ((v16_lane ^ (kq << 5)) + jp * 16 * 128));
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        float c[4];
-        if (PV_F16) {
-          u32 acc[2] = {0u, 0u};
-#pragma unroll
-          for (int kq = 0; kq < 4; ++kq) mma_f16_f16(acc, pw[t][kq], {vb[kq][2 * nt], vb[kq][2 * nt + 1]});
-          half2_bits_to_float2(acc[0], c[0], c[1]);
-          half2_bits_to_float2(acc[1], c[2], c[3]);
-        } else {
-          c[0] = c[1] = c[2] = c[3] = 0.0f;
-#pragma unroll
-          for (int kq = 0; kq < 4; ++kq) mma_f16_f32(c, pw[t][kq], {vb[kq][2 * nt], vb[kq][2 * nt + 1]});
-        }
-        float *acc_o = o[t][2 * jp + nt];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc_o[i] = fmaf(acc_o[i], alpha[t][i / 2], c[i]);
-      }
-  }
-}
-
 // The P.V of pv_block with the e4m3 operands widened to f16 in the source (ptx_mma.cuh): on sm_90,
 // where ptxas would otherwise widen each e4m3 mma.sync itself and add the accumulator in with a
 // separate instruction, the block's four k16 steps chain in the tensor core instead.
@@ -317,8 +253,6 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
   const u32 sq = smem_addr(smem);
   const u32 sk0 = sq + AttnSmem<D>::Q_BYTES;
   const u32 sv0 = sk0 + 2 * AttnSmem<D>::K_BYTES;
-  constexpr int V16_OFFSET = AttnSmem<D>::Q_BYTES + 2 * AttnSmem<D>::K_BYTES + 2 * AttnSmem<D>::V_BYTES;
-  const u32 sv16 = sq + V16_OFFSET;
 
   // Prologue: Q tile and the first K/V block in flight together.
   constexpr int QC = D / 16;
@@ -336,7 +270,6 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
   __syncthreads();
 
   const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<64>(lane);
-  const u32 v16_lane = b_lane_offset<128>(lane);
   QFragments<D> qfrag;
   qfrag.init(sq, q_lane);
   const int q_group = per_thread ? (q0 / WARP_Q) * 8 + lane / 4 : q0 / WARP_Q;
@@ -363,10 +296,6 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
     cp_async_commit();
 
     const int key0 = blk * CTA_K;
-    if (ATTN_WIDEN_PV && ATTN_SHARED_F16_V) {  // every warp widens its share, then waits for the others' (no warp may skip this)
-      widen_v_tile<D>(smem + (sv0 - sq) + stage * AttnSmem<D>::V_BYTES, smem + V16_OFFSET, tid);
-      __syncthreads();
-    }
     if (causal && key0 > q0 + WARP_Q - 1 + causal_shift) continue;  // every row of this warp is masked
     const float mult = q_mult * ks_head[per_thread ? blk * 4 + lane % 4 : blk];
 
@@ -383,8 +312,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
 #if ATTN_WIDEN_PV
     u32 pw[2][4][4];
     pack_p_fragments_f16(p, pw);
-    if (ATTN_SHARED_F16_V) pv_block_shared_f16<D, PV_F16>(pw, sv16, v16_lane, alpha, o);
-    else pv_block_widened<D, PV_F16>(pw, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
+    pv_block_widened<D, PV_F16>(pw, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
 #else
     u32 pa[2][2][4];
     pack_p_fragments(p, pa);

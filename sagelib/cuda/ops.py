@@ -33,13 +33,6 @@ from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 KERNEL_HEAD_DIMS = (64, 128)
 QUANT_ROWS = 128
 ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
-
-
-def attn_smem_bytes(head_dim: int, capability: tuple[int, int]) -> int:
-    """Dynamic shared memory of attn_mma_kernel (AttnSmem): Q, two K and two e4m3 V stages, and on
-    sm_90 the block's V widened to f16 (the layout's largest build, whatever its macro options)."""
-    widened_v = 2 * head_dim * 64 if tuple(capability) == (9, 0) else 0
-    return 3 * ATTN_CTA_Q * head_dim + widened_v
 ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = 1, 2, 4
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
 ATTN_PRESET = "sm89"
@@ -417,8 +410,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
             p.v_scale, out_hnd, *_hnd_strides(out_hnd), lse, I32(n_q), I32(p.n_kv), I32(p.v_fp8.shape[-1]),
             I32(h_q), I32(h_kv), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]), I32(flags), I32(shift),
             F32(p.sm_scale * P.LOG2E)),
-           shared_mem=attn_smem_bytes(width, torch.cuda.get_device_capability(p.q_int8.device)),
-           name="attn_mma_kernel")
+           shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
     return finish_outputs(p, out, lse)
 
 
