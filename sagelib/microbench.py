@@ -11,8 +11,13 @@ reason it was not measured.
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
@@ -81,6 +86,12 @@ def unavailable_reason() -> str | None:
     return None
 
 
+def pv_microbench(capability: tuple[int, int]) -> str:
+    """The microbenchmark of the portable kernel's P.V instruction on a GPU of ``capability``:
+    e4m3 mma.sync, except on sm_90, which has none and where the kernel widens to f16."""
+    return "mma_sync_f16" if tuple(capability) == (9, 0) else "mma_sync_e4m3"
+
+
 def run(repeats: int = 5) -> list[Rate]:
     """Measure every microbenchmark on the current GPU (median over ``repeats`` launches)."""
     reason = unavailable_reason()
@@ -90,16 +101,16 @@ def run(repeats: int = 5) -> list[Rate]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rates = []
     for micro in MICROBENCHES:
+        field = "mma_sync_pv_ops_per_clk" if micro.key == pv_microbench((major, minor)) else micro.hardware_field
         if micro.needs == "sm_90a" and (major, minor) != (9, 0):
-            rates.append(Rate(micro.key, micro.what, micro.unit, None, micro.hardware_field,
+            rates.append(Rate(micro.key, micro.what, micro.unit, None, field,
                               f"needs {micro.needs}; this GPU is sm_{major}{minor}"))
             continue
         try:
             rates.append(Rate(micro.key, micro.what, micro.unit, _measure(micro, sms, f"sm_{major}{minor}",
-                                                                          repeats), micro.hardware_field))
+                                                                          repeats), field))
         except Exception as exc:  # a failed build or launch is a finding to show, not a crash
-            rates.append(Rate(micro.key, micro.what, micro.unit, None, micro.hardware_field,
-                              f"{type(exc).__name__}: {exc}"))
+            rates.append(Rate(micro.key, micro.what, micro.unit, None, field, f"{type(exc).__name__}: {exc}"))
     return rates
 
 
@@ -153,3 +164,41 @@ def latest_recording():
     fields = set(Rate.__dataclass_fields__)
     rates = [Rate(**{k: v for k, v in r.items() if k in fields}) for r in document["rates"]]
     return rates, document, path
+
+
+def document(rates: list[Rate], command: str, annotations: tuple[str, ...] = ()) -> dict:
+    """A recording of ``rates`` (schema :data:`SCHEMA`), as :func:`latest_recording` reads it back."""
+    from sagelib import bench
+
+    return {"schema": SCHEMA, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": command,
+            "device": {"name": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"},
+            "environment": bench.environment_or_reason(),
+            "annotations": ["rates are per SM clock, from one CTA per SM counting its own clock64 cycles "
+                            "(kernels/microbench*.cu)", *annotations],
+            "rates": [asdict(r) for r in rates]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m sagelib.microbench",
+                                     description="Measure the unit rates on this GPU; print them and write "
+                                                 "OUT/microbench.json (copy it to data/results to keep it).")
+    parser.add_argument("--out", default=".", help="folder for microbench.json")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    rates = run(args.repeats)
+    for r in rates:
+        value = "-" if r.value is None else f"{r.value:.1f}"
+        print(f"{r.key:16s} {value:>10s} {r.unit:22s} {r.hardware_field or ''} {r.reason or ''}")
+    if not any(r.value for r in rates):
+        print(f"nothing measured: {rates[0].reason if rates else 'no microbenchmarks'}", file=sys.stderr)
+        return 1
+    out = Path(args.out) / "microbench.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document(rates, "python3 -m sagelib.microbench " + " ".join(argv or sys.argv[1:])),
+                              indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

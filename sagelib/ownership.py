@@ -38,6 +38,9 @@ class Hardware:
     wgmma_8bit_ops_per_clk: float = 8192.0
     #: mma.sync 8-bit ops per clock per SM: the datasheet gives none; half of wgmma until measured
     mma_sync_8bit_ops_per_clk: float = 4096.0
+    #: P.V ops per clock per SM on the mma.sync path: e4m3 mma.sync, or on sm_90, which has none,
+    #: the f16 m16n8k16 the portable kernel widens its operands to (kernels/attn_mma.cu)
+    mma_sync_pv_ops_per_clk: float = 4096.0
     #: ex2.approx results per clock per SM (CUDA programming guide, cc 9.0: 16)
     mufu_per_clk: float = 16.0
     #: cvt.rn.f32.s32 results per clock per SM (CUDA programming guide, cc 9.0: 16, "other conversions")
@@ -49,6 +52,7 @@ class Hardware:
     source: dict = field(default_factory=lambda: {
         "wgmma_8bit_ops_per_clk": "datasheet (1979 dense int8 TOPS)",
         "mma_sync_8bit_ops_per_clk": "assumption (half of wgmma) until measured",
+        "mma_sync_pv_ops_per_clk": "assumption (half of wgmma) until measured",
         "mufu_per_clk": "CUDA programming guide, throughput table, cc 9.0",
         "cvt_i2f_per_clk": "CUDA programming guide, throughput table, cc 9.0",
         "memory_bytes_per_s": "measured device copy, shared/ANCHORS.md",
@@ -236,8 +240,10 @@ def bounds(arch: Architecture, head_dim: int, batch: int, heads: int, n_q: int, 
     fraction = 0.5 if causal else 1.0
     ops = 4.0 * batch * heads * n_q * n_kv * head_dim * fraction
     scores = batch * heads * n_q * n_kv * fraction
-    mma_rate = hw.wgmma_8bit_ops_per_clk if arch.mma == "wgmma" else hw.mma_sync_8bit_ops_per_clk
-    tensor = ops / hw.per_second(mma_rate)
+    if arch.mma == "wgmma":
+        tensor = ops / hw.per_second(hw.wgmma_8bit_ops_per_clk)
+    else:  # half the ops are Q.K^T (int8), half P.V (e4m3, or f16 on sm_90)
+        tensor = ops / 2 / hw.per_second(hw.mma_sync_8bit_ops_per_clk) + ops / 2 / hw.per_second(hw.mma_sync_pv_ops_per_clk)
     exp2 = scores / hw.per_second(hw.mufu_per_clk)
     convert = 0.0 if magic_convert else scores / hw.per_second(hw.cvt_i2f_per_clk)
     # fp16 q, k, v read once and the fp16 output written once (quantization fused or not, the floor)

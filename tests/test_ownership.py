@@ -1,5 +1,6 @@
 """Phase 1 model: register, occupancy and bound arithmetic checked by hand."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -60,6 +61,16 @@ def test_bounds_by_hand():
     assert causal.ops == b.ops / 2
 
 
+def test_mma_sync_bound_times_q_k_and_p_v_at_their_own_rates():
+    # H200 measured: int8 mma.sync 5377 ops/clk/SM; P.V runs as f16 m16n8k16 (no e4m3 mma.sync on sm_90) at 2683
+    hw = ownership.H200.with_measured(mma_sync_8bit_ops_per_clk=5377.0, mma_sync_pv_ops_per_clk=2683.0)
+    b = ownership.bounds(ownership.candidate("mma_sync_4warp"), 128, 2, 32, 16384, 16384, hw=hw)
+    per_clk_s = hw.sms * hw.clock_ghz * 1e9
+    assert b.tensor_s == pytest.approx(b.ops / 2 / (5377 * per_clk_s) + b.ops / 2 / (2683 * per_clk_s))
+    assert microbench.pv_microbench((9, 0)) == "mma_sync_f16"
+    assert microbench.pv_microbench((8, 9)) == microbench.pv_microbench((12, 0)) == "mma_sync_e4m3"
+
+
 def test_measured_rates_replace_stated_ones_and_say_so():
     hw = ownership.H200.with_measured(mufu_per_clk=15.5)
     assert hw.mufu_per_clk == 15.5 and hw.source["mufu_per_clk"].startswith("measured")
@@ -108,3 +119,14 @@ def test_the_recorded_h200_microbenchmarks_load_as_rates():
     assert path is not None and document["schema"] == microbench.SCHEMA
     assert {r.key for r in rates} == {m.key for m in microbench.MICROBENCHES}
     assert all(r.value and r.value > 0 for r in rates)
+
+
+def test_a_microbenchmark_document_reads_back_as_the_rates_it_holds(tmp_path):
+    rates = [microbench.Rate("ex2", "exp2", "results/clk/SM", 15.9, "mufu_per_clk"),
+             microbench.Rate("mma_sync_f16", "f16 mma", "ops/clk/SM", 2683.0, "mma_sync_pv_ops_per_clk")]
+    doc = json.loads(json.dumps(microbench.document(rates, "python3 -m sagelib.microbench")))
+    assert doc["schema"] == microbench.SCHEMA and doc["command"] == "python3 -m sagelib.microbench"
+    fields = set(microbench.Rate.__dataclass_fields__)
+    assert [microbench.Rate(**{k: v for k, v in r.items() if k in fields}) for r in doc["rates"]] == rates
+    hw = microbench.measured_hardware(rates)
+    assert hw.mma_sync_pv_ops_per_clk == 2683.0 and hw.source["mma_sync_pv_ops_per_clk"].startswith("measured")
