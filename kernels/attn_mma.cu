@@ -38,6 +38,17 @@
 #define ATTN_WIDEN_PV 0
 #endif
 
+// Experiment switches (A/B on the H200, notes/kernels.md): ATTN_SPLIT_LOOPS=0 runs every block
+// through one loop with the mask chosen at run time; ATTN_QK_TILE_MAJOR=1 computes Q.K^T one
+// m-tile at a time (K fragments loaded twice) so the first tile's softmax may start under the
+// second's mma.
+#ifndef ATTN_SPLIT_LOOPS
+#define ATTN_SPLIT_LOOPS 1
+#endif
+#ifndef ATTN_QK_TILE_MAJOR
+#define ATTN_QK_TILE_MAJOR 0
+#endif
+
 #define ATTN_CAUSAL 1
 #define ATTN_PER_THREAD 2
 #define ATTN_OUT_BF16 4
@@ -124,6 +135,28 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[t][j][i] = 0;
+  if (ATTN_QK_TILE_MAJOR) {
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int kk = 0; kk < D / 32; ++kk) {
+        u32 qreg[4];
+        if (QFragments<D>::IN_REGISTERS) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) qreg[i] = qfrag.f[QFragments<D>::IN_REGISTERS ? t : 0][QFragments<D>::IN_REGISTERS ? kk : 0][i];
+        } else {
+          load_q_fragment<D>(qreg, sq, q_lane, t, kk);
+        }
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          u32 kb[4];
+          ldmatrix_x4(kb, sk + ((k_lane ^ (kk << 5)) + jp * 16 * D));
+          mma_s8(s[t][2 * jp], qreg, kb[0], kb[1]);
+          mma_s8(s[t][2 * jp + 1], qreg, kb[2], kb[3]);
+        }
+      }
+    return;
+  }
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk) {
     u32 qreg[2][4];
@@ -223,6 +256,64 @@ SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const fl
   }
 }
 
+// What a warp's key-block steps share: the CTA's shared-memory tiles, the lane offsets into
+// them, the K/V source and scales, and the warp's rows.
+template <int D>
+struct WarpTile {
+  u32 sq, sk0, sv0, q_lane, k_lane, v_lane;
+  const i8 *k_head;
+  i64 k_sn;
+  const u8 *v_head;
+  const float *ks_head;
+  int n_pad, n_kv, n_blocks, q0, tid, lane, causal_shift;
+  bool causal, per_thread;
+  float q_mult;
+  QFragments<D> qfrag;
+};
+
+// One key block: wait for its K and V, start the next block's copies, then Q.K^T, the softmax
+// step and P.V. The leading blocks that hide no score from this warp take the MASKED = false
+// instance, with no mask and no branch between the three stages, so ptxas may overlap them.
+template <int D, bool PV_F16, bool MASKED>
+SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D / 8][4], float (&m)[2][2],
+                                float (&l)[2][2]) {
+  const int stage = blk & 1;
+  cp_async_wait<0>();
+  __syncthreads();  // block `blk` visible to all; everyone is done with block blk-1's buffers
+  if (blk + 1 < w.n_blocks)
+    load_kv_block<D>(w.sk0 + (stage ^ 1) * AttnSmem<D>::K_BYTES, w.sv0 + (stage ^ 1) * AttnSmem<D>::V_BYTES,
+                     w.k_head, w.k_sn, w.v_head, w.n_pad, w.n_kv, blk + 1, w.tid);
+  cp_async_commit();
+
+  const int key0 = blk * CTA_K, q0 = w.q0, lane = w.lane;
+  if (MASKED && w.causal && key0 > q0 + WARP_Q - 1 + w.causal_shift) return;  // every row of this warp is masked
+  const float mult = w.q_mult * w.ks_head[w.per_thread ? blk * 4 + lane % 4 : blk];
+
+  i32 s[2][8][4];
+  qk_block<D>(w.qfrag, w.sq, w.q_lane, w.sk0 + stage * AttnSmem<D>::K_BYTES, w.k_lane, s);
+  float p[2][8][4], alpha[2][2];
+  if (MASKED && !ATTN_SPLIT_LOOPS) {  // one loop for every block: the mask decided at run time
+    if (key0 + CTA_K > w.n_kv || (w.causal && key0 + CTA_K - 1 > q0 + w.causal_shift)) {
+      mask_scores(s, key0, q0, lane, w.n_kv, w.causal, w.causal_shift);
+      online_softmax_block<true>(s, mult, m, l, alpha, p);
+    } else {
+      online_softmax_block<false>(s, mult, m, l, alpha, p);
+    }
+  } else {
+    if (MASKED) mask_scores(s, key0, q0, lane, w.n_kv, w.causal, w.causal_shift);
+    online_softmax_block<MASKED>(s, mult, m, l, alpha, p);
+  }
+#if ATTN_WIDEN_PV
+  u32 pw[2][4][4];
+  pack_p_fragments_f16(p, pw);
+  pv_block_widened<D, PV_F16>(pw, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
+#else
+  u32 pa[2][2][4];
+  pack_p_fragments(p, pa);
+  pv_block<D, PV_F16>(pa, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
+#endif
+}
+
 template <int D, bool PV_F16>
 __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
     const i8 *__restrict__ q, i64 q_sb, i64 q_sh, i64 q_sn,
@@ -286,39 +377,13 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
       for (int i = 0; i < 4; ++i) o[t][j][i] = 0.0f;
   }
 
-  for (int blk = 0; blk < n_blocks; ++blk) {
-    const int stage = blk & 1;
-    cp_async_wait<0>();
-    __syncthreads();  // block `blk` visible to all; everyone is done with block blk-1's buffers
-    if (blk + 1 < n_blocks)
-      load_kv_block<D>(sk0 + (stage ^ 1) * AttnSmem<D>::K_BYTES, sv0 + (stage ^ 1) * AttnSmem<D>::V_BYTES, k_head,
-                       k_sn, v_head, n_pad, n_kv, blk + 1, tid);
-    cp_async_commit();
-
-    const int key0 = blk * CTA_K;
-    if (causal && key0 > q0 + WARP_Q - 1 + causal_shift) continue;  // every row of this warp is masked
-    const float mult = q_mult * ks_head[per_thread ? blk * 4 + lane % 4 : blk];
-
-    i32 s[2][8][4];
-    qk_block<D>(qfrag, sq, q_lane, sk0 + stage * AttnSmem<D>::K_BYTES, k_lane, s);
-    float p[2][8][4], alpha[2][2];
-    const bool needs_mask = key0 + CTA_K > n_kv || (causal && key0 + CTA_K - 1 > q0 + causal_shift);
-    if (needs_mask) {
-      mask_scores(s, key0, q0, lane, n_kv, causal, causal_shift);
-      online_softmax_block<true>(s, mult, m, l, alpha, p);
-    } else {
-      online_softmax_block<false>(s, mult, m, l, alpha, p);
-    }
-#if ATTN_WIDEN_PV
-    u32 pw[2][4][4];
-    pack_p_fragments_f16(p, pw);
-    pv_block_widened<D, PV_F16>(pw, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
-#else
-    u32 pa[2][2][4];
-    pack_p_fragments(p, pa);
-    pv_block<D, PV_F16>(pa, sv0 + stage * AttnSmem<D>::V_BYTES, v_lane, alpha, o);
-#endif
-  }
+  const WarpTile<D> w{sq, sk0, sv0, q_lane, k_lane, v_lane, k_head, k_sn, v_head, ks_head, n_pad, n_kv, n_blocks,
+                      q0, tid, lane, causal_shift, causal, per_thread, q_mult, qfrag};
+  const int unmasked = ATTN_SPLIT_LOOPS ? min(min(n_blocks, n_kv / CTA_K),
+                                              causal ? max(0, q0 + causal_shift + 1) / CTA_K : n_blocks) : 0;
+  int blk = 0;
+  for (; blk < unmasked; ++blk) attention_step<D, PV_F16, false>(w, blk, o, m, l);
+  for (; blk < n_blocks; ++blk) attention_step<D, PV_F16, true>(w, blk, o, m, l);
   cp_async_wait<0>();
 
   store_output<D>(o, m, l, v_scale + ((i64)b * heads_kv + hk) * D, out + b * o_sb + h * o_sh, o_sn,
