@@ -38,16 +38,19 @@
 #define ATTN_WIDEN_PV 0
 #endif
 
-// Experiment switches (A/B on the H200, notes/kernels.md): ATTN_SPLIT_LOOPS=0 runs every block
-// through one loop with the mask chosen at run time; ATTN_QK_TILE_MAJOR=1 computes Q.K^T one
-// m-tile at a time (K fragments loaded twice) so the first tile's softmax may start under the
-// second's mma.
+// The leading key blocks that hide no score from a warp run through a loop of their own, with no
+// mask and no branch between Q.K^T, softmax and P.V (attention_step<..., MASKED = false>). On the
+// H200 that measured 3% faster for <128, fp32 inner>, 3% for <64, fp32> and 13% for <64, fp16>,
+// but 3.5% slower for <128, fp16 inner>, which keeps one loop with the mask chosen per block
+// (EXPERIMENT_LOG seq 50). Measured on sm_90 only, so the other targets keep one loop too.
+// -DATTN_SPLIT_LOOPS=0 / =1 forces one shape for every instance and target.
 #ifndef ATTN_SPLIT_LOOPS
-#define ATTN_SPLIT_LOOPS 1
+#define ATTN_SPLIT_LOOPS (-1)
 #endif
-#ifndef ATTN_QK_TILE_MAJOR
-#define ATTN_QK_TILE_MAJOR 0
-#endif
+template <int D, bool PV_F16>
+SAGE_DEVICE constexpr bool split_loops() {
+  return ATTN_SPLIT_LOOPS >= 0 ? ATTN_SPLIT_LOOPS != 0 : ATTN_WIDEN_PV && !(D == 128 && PV_F16);
+}
 
 #define ATTN_CAUSAL 1
 #define ATTN_PER_THREAD 2
@@ -135,28 +138,6 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[t][j][i] = 0;
-  if (ATTN_QK_TILE_MAJOR) {
-#pragma unroll
-    for (int t = 0; t < 2; ++t)
-#pragma unroll
-      for (int kk = 0; kk < D / 32; ++kk) {
-        u32 qreg[4];
-        if (QFragments<D>::IN_REGISTERS) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) qreg[i] = qfrag.f[QFragments<D>::IN_REGISTERS ? t : 0][QFragments<D>::IN_REGISTERS ? kk : 0][i];
-        } else {
-          load_q_fragment<D>(qreg, sq, q_lane, t, kk);
-        }
-#pragma unroll
-        for (int jp = 0; jp < 4; ++jp) {
-          u32 kb[4];
-          ldmatrix_x4(kb, sk + ((k_lane ^ (kk << 5)) + jp * 16 * D));
-          mma_s8(s[t][2 * jp], qreg, kb[0], kb[1]);
-          mma_s8(s[t][2 * jp + 1], qreg, kb[2], kb[3]);
-        }
-      }
-    return;
-  }
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk) {
     u32 qreg[2][4];
@@ -292,7 +273,7 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D /
   i32 s[2][8][4];
   qk_block<D>(w.qfrag, w.sq, w.q_lane, w.sk0 + stage * AttnSmem<D>::K_BYTES, w.k_lane, s);
   float p[2][8][4], alpha[2][2];
-  if (MASKED && !ATTN_SPLIT_LOOPS) {  // one loop for every block: the mask decided at run time
+  if (MASKED && !split_loops<D, PV_F16>()) {  // one loop for every block: the mask decided at run time
     if (key0 + CTA_K > w.n_kv || (w.causal && key0 + CTA_K - 1 > q0 + w.causal_shift)) {
       mask_scores(s, key0, q0, lane, w.n_kv, w.causal, w.causal_shift);
       online_softmax_block<true>(s, mult, m, l, alpha, p);
@@ -379,8 +360,9 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
 
   const WarpTile<D> w{sq, sk0, sv0, q_lane, k_lane, v_lane, k_head, k_sn, v_head, ks_head, n_pad, n_kv, n_blocks,
                       q0, tid, lane, causal_shift, causal, per_thread, q_mult, qfrag};
-  const int unmasked = ATTN_SPLIT_LOOPS ? min(min(n_blocks, n_kv / CTA_K),
-                                              causal ? max(0, q0 + causal_shift + 1) / CTA_K : n_blocks) : 0;
+  const int unmasked = split_loops<D, PV_F16>() ? min(min(n_blocks, n_kv / CTA_K),
+                                                     causal ? max(0, q0 + causal_shift + 1) / CTA_K : n_blocks)
+                                                 : 0;
   int blk = 0;
   for (; blk < unmasked; ++blk) attention_step<D, PV_F16, false>(w, blk, o, m, l);
   for (; blk < n_blocks; ++blk) attention_step<D, PV_F16, true>(w, blk, o, m, l);

@@ -20,13 +20,6 @@
 
 SAGE_DEVICE float exact_int_to_float(i32 s) { return __int_as_float(s + SAGE_I2F_BIAS) - SAGE_I2F_BIAS_F; }
 
-// The portable kernel's score conversion: the float-bias route above by default;
-// -DATTN_CVT_SCORES=1 takes cvt.rn.f32.s32 (I2F) instead. Both are exact for |S| < 2^22.
-#ifndef ATTN_CVT_SCORES
-#define ATTN_CVT_SCORES 0
-#endif
-SAGE_DEVICE float score_to_float(i32 s) { return ATTN_CVT_SCORES ? __int2float_rn(s) : exact_int_to_float(s); }
-
 SAGE_DEVICE float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -67,7 +60,7 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
       for (int j = 0; j < 8; ++j) mx = max(mx, max(s[t][j][2 * half], s[t][j][2 * half + 1]));
       // The lane's max in the scaled domain, then across the quad: with per_thread
       // K scales each lane of a quad has its own mult, so INT32 maxima do not compare.
-      float row_max = score_to_float(mx) * mult;
+      float row_max = exact_int_to_float(mx) * mult;
       if (MASKED && mx == SAGE_MASKED_S) row_max = SAGE_MASK_SCORE;
       row_max = quad_max(row_max);
       const float m_new = fmaxf(m[t][half], row_max - SAGE_FP8_OFFSET);
@@ -79,7 +72,7 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const i32 si = s[t][j][2 * half + e];
-          float x = fmaf(score_to_float(si), mult, -m_new);
+          float x = fmaf(exact_int_to_float(si), mult, -m_new);
           if (MASKED && si == SAGE_MASKED_S) x = SAGE_MASK_SCORE - m_new;
           const float pv = fast_exp2(x);
           p[t][j][2 * half + e] = pv;
