@@ -180,6 +180,37 @@ else:
                      "data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
 
 # %% [markdown]
+# ## The portable kernel, against its projection
+# The same comparison for `mma_sync_4warp`, which `kernels/attn_mma.cu` is (backends `cuda` and
+# `cuda-per-warp-fp16`). Its tensor time counts Q.K^T at the int8 mma.sync rate and P.V at its own:
+# sm_90 has no e4m3 mma.sync, so there the kernel widens P and V to f16 and issues m16n8k16, which
+# the H200 ran at half the int8 rate (2683 against 5377 ops per clock per SM, recorded 2026-11-30).
+
+# %%
+mma_projected = {(row["head_dim"], row["conversion"]): row
+                 for row in (measured if measured_hw is not ownership.H200 else stated)
+                 if row["structure"] == "mma_sync_4warp"}
+portable_doc, portable_path = next(
+    ((document, path) for document, path in reversed(bench_records.load_all())
+     if kernel_only_records(document, "cuda-per-warp-fp16")), (None, None))
+portable = []
+for backend in ("cuda", "cuda-per-warp-fp16"):
+    for record in kernel_only_records(portable_doc or {}, backend):
+        bound = mma_projected[(record["shape"]["head_dim"], "float-bias")]  # the kernel's conversion
+        portable.append({"backend": backend, "head_dim": record["shape"]["head_dim"],
+                         "measured kernel-only TOPS (recorded)": record["tops"],
+                         ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
+                         "measured / floor": record["tops"] / bound[ownership.FLOOR]})
+results.add("portable kernel against projection", portable)
+if portable:
+    display(Markdown(f"Recorded in `{portable_path.name}` ({portable_doc['created_utc'][:10]}, "
+                     f"{portable_doc['device']['name']})."))
+    display(plots.table(portable))
+else:
+    display(Markdown(f"No recorded portable-kernel figure for B={batch}, H={heads}, N={n_tokens} in data/results: "
+                     "run `python3 scripts/bench_cuda.py` on a GPU and keep its output there."))
+
+# %% [markdown]
 # ## The three-consumer rotation, built
 # The candidate `three_consumer_rotation` (in the tables above) became the kernel's second geometry
 # (backend `cuda-sm90-k64`):
@@ -257,11 +288,14 @@ else:
 # share of the card busy until the last CTA finishes. Measured: causal kernel-only +5-6% at
 # N=16384 and +14-15% at N=1024, B=32 (experiment log, record sm90-tile-scheduler). The model
 # knows nothing of L2: at N=1024, B=32 the window measured 4% slower than the plain head-major
-# order it beats here.
+# order it beats here. The three-consumer geometry (192-row tiles, 64-key blocks) has fewer,
+# longer tiles; its rows are marked with the geometry.
 
 # %%
 balance_problems = [tile_balance.Problem(b, heads, n, d, True)  # non-causal tiles are equal: every schedule ties
                     for b, n in ((2, 16384), (4, 8192), (1, 4096), (32, 1024)) for d in head_dims]
+balance_problems += [tile_balance.Problem(b, heads, n, 128, True, cta_q=192, block_keys=64)  # ops_sm90.ROTATION_GEOMETRY
+                     for b, n in ((2, 16384), (32, 1024))]
 balance_rows = tile_balance.balance_table(balance_problems)
 results.add("tile scheduler balance (model)", balance_rows)
 schedules = [k for k in balance_rows[0] if k != "shape"]
@@ -318,8 +352,11 @@ plots.table(review)
 #   fit beside the fp32 inner accumulator at D=128 (it does at D=64).
 # * On the H200 (recorded 2026-11-29) cvt.rn.f32.s32 ran at about 39 per clock per SM
 #   and did not slow exp2 when interleaved, so the conversion does not compete with exp2;
-#   mma.sync 8-bit reached about two thirds of wgmma's rate, which caps the portable
-#   path on Hopper.
+#   mma.sync 8-bit reached about two thirds of wgmma's rate and the f16 mma.sync that carries
+#   P.V on sm_90 one third, which caps the portable path on Hopper near 940 TOPS at D=128
+#   (the floor above, at the 1.98 GHz the model assumes). The first recording's e4m3 figure
+#   (5673 ops per clock) timed the FADDs ptxas leaves in the loop after hoisting the HMMAs
+#   of loop-invariant operands; the bench now changes its operands every iteration.
 # * The built ping-pong kernel's limit is its softmax phase, bound by instruction latency at two
 #   consumer warps per scheduler. `three_consumer_rotation` puts three there, with 64-key steps (and
 #   at D=128 P.V in two passes). The traversal-step chart says what such a preset costs against

@@ -80,8 +80,11 @@ def write_json(document: dict, path: str | Path) -> Path:
     return path
 
 
-def load_all(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA, stem: str | None = None) -> list[tuple[dict, Path]]:
-    """Every readable document of ``schema`` in ``directory`` (named ``*-<stem>.json`` if given), oldest first."""
+def load_all(directory: str | Path = RESULTS_DIR, schema: str | tuple[str, ...] = bench.SCHEMA,
+             stem: str | None = None) -> list[tuple[dict, Path]]:
+    """Every readable document of ``schema`` (one, or any of several) in ``directory`` (named
+    ``*-<stem>.json`` if given), oldest first."""
+    schemas = (schema,) if isinstance(schema, str) else tuple(schema)
     directory = resolve(directory)
     found = []
     pattern = f"*-{stem}.json" if stem else "*.json"
@@ -90,7 +93,7 @@ def load_all(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA, st
             document = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if isinstance(document, dict) and document.get("schema") == schema:
+        if isinstance(document, dict) and document.get("schema") in schemas:
             found.append((document, path))
     return sorted(found, key=lambda item: item[0].get("created_utc", ""))
 
@@ -124,7 +127,7 @@ def latest_quantizers(directory: str | Path = RESULTS_DIR) -> QuantizerRecording
     """The newest recorded quantizer figures, from a quantizer recording or a bench document's
     ``quantizers`` (scripts/bench_cuda.py, a GPU run of notebook 03); None if there are none."""
     found = []
-    for document, path in load_all(directory, QUANT_SCHEMA) + load_all(directory):
+    for document, path in load_all(directory, (QUANT_SCHEMA, bench.SCHEMA)):
         figures = document if document.get("schema") == QUANT_SCHEMA else document.get("quantizers")
         if isinstance(figures, dict) and figures.get("rows") and figures.get("copy_tb_s"):
             found.append(QuantizerRecording(

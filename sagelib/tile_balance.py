@@ -1,9 +1,11 @@
 """How evenly a persistent grid shares attention tiles: a model of the Hopper kernel's scheduler.
 
 The sm_90a kernel (kernels/include/attn_sm90/scheduler.cuh) runs one CTA per SM over
-(batch, head, 128-row query block) tiles. A tile's cost is modelled as its number of visible
-128-key blocks (all of them without a mask; q_block + 1 with a causal mask and square
-attention) plus a fixed per-tile overhead in the same unit. Two ways of handing out tiles:
+(batch, head, query block) tiles: 128-row tiles and 128-key blocks in the preset's geometry,
+192 rows and 64 keys in the three-consumer one (``Problem.cta_q`` and ``block_keys``). A tile's
+cost is modelled as its number of visible key blocks (all of them without a mask; those up to
+its last row with a causal mask and square attention) plus a fixed per-tile overhead in the
+same unit. Two ways of handing out tiles:
 
 * ``static``: CTA c takes tiles c, c + grid, c + 2 grid, ... of the numbering;
 * ``greedy``: each tile, in numbering order, goes to the CTA that becomes free first
@@ -33,10 +35,16 @@ class Problem:
     seq: int
     head_dim: int
     causal: bool
+    cta_q: int = CTA_Q  #: query rows per tile (ops_sm90.Geometry.cta_q)
+    block_keys: int = BLOCK_KEYS  #: keys per block (ops_sm90.Geometry.block_keys)
 
     @property
     def q_blocks(self) -> int:
-        return -(-self.seq // CTA_Q)
+        return -(-self.seq // self.cta_q)
+
+    @property
+    def key_blocks(self) -> int:
+        return -(-self.seq // self.block_keys)
 
     @property
     def pairs(self) -> int:
@@ -63,8 +71,10 @@ def tile_order(p: Problem, windowed: bool = True) -> list[tuple[int, int]]:
 
 
 def tile_cost(p: Problem, q_block: int, overhead: float) -> float:
-    blocks = min(q_block + 1, -(-p.seq // BLOCK_KEYS)) if p.causal else -(-p.seq // BLOCK_KEYS)
-    return blocks + overhead
+    """Key blocks the tile visits plus ``overhead`` (in blocks); causal: up to its last row's key."""
+    if not p.causal:
+        return p.key_blocks + overhead
+    return min(-(-(q_block + 1) * p.cta_q // p.block_keys), p.key_blocks) + overhead
 
 
 def balance(p: Problem, grid: int, schedule: str = "greedy", windowed: bool = True, overhead: float = 0.5) -> float:
@@ -88,7 +98,8 @@ def balance_table(problems: list[Problem], grid: int = 132, overhead: float = 0.
     """One row per problem: the former scheduler, the counter in head-major order, the counter with the window."""
     rows = []
     for p in problems:
-        rows.append({"shape": f"B{p.batch} H{p.heads} N{p.seq} D{p.head_dim}{' causal' if p.causal else ''}",
+        geometry = "" if (p.cta_q, p.block_keys) == (CTA_Q, BLOCK_KEYS) else f" ({p.cta_q} rows, {p.block_keys} keys)"
+        rows.append({"shape": f"B{p.batch} H{p.heads} N{p.seq} D{p.head_dim}{' causal' if p.causal else ''}{geometry}",
                      "static head-major": balance(p, grid, "static", windowed=False, overhead=overhead),
                      "counter, head-major": balance(p, grid, "greedy", windowed=False, overhead=overhead),
                      "counter, L2 window (kernel)": balance(p, grid, "greedy", windowed=True, overhead=overhead)})

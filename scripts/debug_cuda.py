@@ -8,7 +8,6 @@ operands (so a quantizer bug and an attention bug show separately).
 import torch
 
 from sagelib import contract
-from sagelib.contract import presets as P
 from sagelib.cuda import ops
 
 

@@ -13,6 +13,7 @@ import statistics
 
 import torch
 
+from sagelib import bench
 from sagelib.cuda import ops
 
 
@@ -38,16 +39,8 @@ def main() -> int:
         out = run(*sets[0])
         same = all(torch.equal(getattr(out, f).view(torch.uint8), getattr(reference, f).view(torch.uint8))
                    for f in ("k_int8", "k_scale", "km", "v_fp8", "v_scale"))
-        times = []
-        for i in range(args.reps):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            k, v = sets[i % len(sets)]
-            start.record()
-            run(k, v)
-            stop.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(stop))
-        ms = statistics.median(times[3:])
+        calls = [lambda k=k, v=v: run(k, v) for k, v in sets]
+        ms = statistics.median(bench.time_calls(calls, torch.device("cuda"), bench.TimingConfig(reps=args.reps)))
         print(f"{label:>28}  {ms:9.3f}  {moved / ms / 1e9:5.2f}  {same}")
     ops.kv_lag = default_lag
     return 0
