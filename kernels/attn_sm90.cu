@@ -35,10 +35,6 @@ struct Sm90Smem {
   RingBarriers<STAGES> ring;
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
-#if SM90_FUSED_Q
-  alignas(128) u16 q16[G::CTA_Q * D];  // the next tile's fp16 / bf16 Q, rows of 2D bytes (attn_sm90/q_entry.cuh)
-  RingBarriers<1> q_staging;
-#endif
 };
 
 // Dynamic shared memory is requested with this much slack, so the tiles can start on
@@ -60,9 +56,6 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   if (threadIdx.x == 0) {
     smem.ring.init(G::CONSUMER_WARPS);
     smem.q_slots.init(G::CONSUMER_WARPS);
-#if SM90_FUSED_Q
-    smem.q_staging.init(G::CONSUMER_WARPS);
-#endif
     mbarrier_init_fence();
   }
   __syncthreads();

@@ -106,26 +106,6 @@ def test_every_ring_depth_gives_the_same_bits(stages, cta_k, d):
     assert torch.equal(ops_sm90.run_attention(p, stages=stages, cta_k=cta_k), ops_sm90.run_attention(p, cta_k=cta_k))
 
 
-# (n_q, d, dtype, causal, granularity, flavour, cta_k): the entry fusion, each flavour and geometry
-FUSED_Q_CASES = [(1000, 128, torch.float16, False, "per_thread", "triton", None),
-                 (1000, 64, torch.bfloat16, True, "per_warp", "cuda", None),
-                 (77, 128, torch.bfloat16, True, "per_thread", "cuda", None),
-                 (700, 64, torch.float16, False, "per_warp", "triton", 64),
-                 (1100, 128, torch.float16, True, "per_thread", "triton", 64)]
-
-
-@gpu
-@pytest.mark.parametrize("nq,d,dtype,causal,gran,flavour,cta_k", FUSED_Q_CASES)
-def test_kernel_quantizing_q_itself_gives_the_same_bits(nq, d, dtype, causal, gran, flavour, cta_k):
-    """-DSM90_FUSED_Q=1 quantizes Q in the consumers; bit-exact quantization means the same output bits."""
-    _needs_sm90()
-    seed = _seed()
-    q, k, v = _inputs(2, 4, 2, nq, 1300, d, dtype, "HND", seed)
-    p = ops_sm90.prepare(q, k, v, causal=causal, granularity=gran, flavour=flavour)
-    fused = ops_sm90.run_attention(p, q_source=q, q_flavour=flavour, cta_k=cta_k)
-    assert torch.equal(fused, ops_sm90.run_attention(p, cta_k=cta_k)), f"seed={seed}"
-
-
 @gpu
 def test_persistent_grid_covers_more_tiles_than_sms():
     """More tiles than SMs (each CTA walks several) and the causal heaviest-first order: equal to the contract."""
@@ -219,9 +199,6 @@ def test_shared_memory_budget_and_stage_checks():
     # two Q tiles, 4 stages of K and V^T, 12 mbarriers, two tile indices, alignment slack
     assert ops_sm90.shared_memory_bytes(128, 4) == 2 * 128 * 128 + 4 * 2 * 128 * 128 + 8 * 12 + 8 + 1024
     assert ops_sm90.check_stages(64, None) >= 2
-    # the fused-Q build adds a 16-bit Q tile and its barriers (with 128-byte alignment): it still fits
-    assert ops_sm90.shared_memory_bytes(128, 4, fused_q=True) == ops_sm90.shared_memory_bytes(128, 4) + 2 * 128 * 128 + 256
-    assert ops_sm90.shared_memory_bytes(128, 6, ops_sm90.ROTATION_GEOMETRY, fused_q=True) <= ops_sm90.SMEM_LIMIT
     for bad in (1, 7, "3"):
         with pytest.raises(ValueError, match="stages: expected an int in 2..6 at head_dim 128"):
             ops_sm90.check_stages(128, bad)

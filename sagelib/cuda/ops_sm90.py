@@ -100,14 +100,11 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry = PRESET_GEOMETRY,
-                        fused_q: bool = False) -> int:
-    """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack);
-    ``fused_q``: the build with -DSM90_FUSED_Q=1, which adds the 16-bit Q staging tile and its barriers."""
+def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry = PRESET_GEOMETRY) -> int:
+    """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack)."""
     tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
-    staging = 2 * geometry.cta_q * head_dim + 256 if fused_q else 0  # the tile, its barriers, 128-byte alignment
-    return tiles + barriers + staging + SMEM_ALIGN
+    return tiles + barriers + SMEM_ALIGN
 
 
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry = PRESET_GEOMETRY) -> int:
@@ -145,13 +142,8 @@ def tensor_maps(p: PreparedAttention, geometry: Geometry = PRESET_GEOMETRY):
     return q_map, k_map, v_map
 
 
-#: flags bit of the fused-Q build: the triton flavour's rounding (kernels/include/attn_sm90/q_entry.cuh)
-SM90_Q_TRITON = 8
-
-
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
-                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None,
-                  q_source: torch.Tensor | None = None, q_flavour: str | None = None):
+                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
     ``cta_k`` (None or 64) picks the geometry (:func:`geometry_for`): the output is the contract's
@@ -162,11 +154,6 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     ``$SAGELIB_SM90_OPTIONS`` (:func:`environment_options`); with
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
     of ``kernels/include/attn_sm90/trace.cuh``.
-
-    ``q_source`` (an experiment, the issue's entry fusion): the 16-bit Q, HND and padded to the
-    kernel's head dim like ``p.q_int8``; the kernel is built with -DSM90_FUSED_Q=1 and quantizes
-    it itself (``q_flavour``'s rounding, default the preset's for ``p.granularity``), so
-    ``p.q_int8`` and ``p.q_scale`` are not read.
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
@@ -177,24 +164,14 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // geometry.cta_q) * h_q * b
     options = (*environment_options(), *build_options)
-    maps = tensor_maps(p, geometry)
-    if q_source is not None:
-        if q_source.shape != p.q_int8.shape or q_source.dtype != p.dtype:
-            raise ValueError(f"q_source: expected {p.dtype} of shape {tuple(p.q_int8.shape)} (HND, head dim padded "
-                             f"like q_int8), got {q_source.dtype} {tuple(q_source.shape)}")
-        options += ("-DSM90_FUSED_Q=1",)
-        maps = (tensor_map(q_source.reshape(b * h_q, n_q, width), (1, geometry.cta_q, width), "none"), *maps[1:])
-        if (q_flavour or P.PRESETS[PRESET].default_flavour(p.granularity)) == "triton":
-            flags |= SM90_Q_TRITON
     instance = instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys)
     fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
-           (*maps, p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
+           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
-           shared_mem=shared_memory_bytes(width, stages, geometry, fused_q=q_source is not None),
-           name="attn_sm90_kernel")
+           shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
     return finish_outputs(p, out, lse)
 
 

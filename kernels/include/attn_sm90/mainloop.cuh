@@ -19,7 +19,6 @@
 #include "../hopper/wgmma.cuh"
 #include "epilogue.cuh"
 #include "pingpong.cuh"
-#include "q_entry.cuh"
 #include "scheduler.cuh"
 #include "softmax.cuh"
 #include "trace.cuh"
@@ -37,6 +36,8 @@
 // measured slower at every shape and was removed (EXPERIMENT_LOG seq 26; tree b6c6e62).
 // Folding block j into O inside block j+1's softmax (between its max and exp passes) measured
 // slower at D128 and equal at D64, and was removed (seq 27; tree 3316a63).
+// Quantizing Q in the consumers at each tile start (the entry fusion, 16-bit Q through a staging
+// tile) gave the same bits and 0.99-1.01x end to end, and was removed (seq 51; tree cdb850d).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
@@ -275,7 +276,6 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   const int group = tiles.heads / a.heads_kv;
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
-  RingPosition<1> staged;  // SM90_FUSED_Q
   const PingPong<G::CONSUMERS> turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
   for (bool first_tile = true;; first_tile = false) {
@@ -299,25 +299,11 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
     if (blocks > 0) {
-      float q_scale;
-      if constexpr (SM90_FUSED_Q) {
-        smem.q_staging.consumer_wait(staged);
-        const bool bf16 = a.flags & SM90_OUT_BF16, cuda_flavour = !(a.flags & SM90_Q_TRITON);
-        if (bf16 && cuda_flavour) q_scale = quantize_q_rows<D, true, true>(smem.q16, smem.q[slot], wg, warp, lane, per_thread);
-        else if (bf16) q_scale = quantize_q_rows<D, true, false>(smem.q16, smem.q[slot], wg, warp, lane, per_thread);
-        else if (cuda_flavour) q_scale = quantize_q_rows<D, false, true>(smem.q16, smem.q[slot], wg, warp, lane, per_thread);
-        else q_scale = quantize_q_rows<D, false, false>(smem.q16, smem.q[slot], wg, warp, lane, per_thread);
-        warp_release(&smem.q_staging.empty[0]);
-        staged.advance();
-        q_entry_sync(wg);
-      } else {
-        const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
-        q_scale = a.q_scale[bh * a.q_groups + q_group];
-      }
+      const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       a.k_scale + bhk * a.k_groups + (per_thread ? lane % 4 : 0), per_thread ? 4 : 1,
-                                      q_scale * a.sm_scale_log2e, 0.0f, blocks,
+                                      a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e, 0.0f, blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, warp_row0, a.shift),
                                       warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && first_tile &&

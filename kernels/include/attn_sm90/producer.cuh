@@ -12,11 +12,10 @@
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
-#include "q_entry.cuh"
 #include "scheduler.cuh"
 
 struct AttnMaps {
-  const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D (SM90_FUSED_Q: fp16 / bf16, no swizzle)
+  const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D
   const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box BLOCK_KEYS x D
   const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x BLOCK_KEYS
 };
@@ -43,7 +42,6 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
   tma_prefetch_descriptor(maps.v);
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
-  RingPosition<1> staged;  // SM90_FUSED_Q: the fp16 Q staging buffer's turns
   const int group = tiles.heads / heads_kv;
   for (int t = tiles.first();; q_at.advance()) {
     smem.q_slots.producer_wait(q_at);  // the consumers are done with this slot's last tile
@@ -62,12 +60,6 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
     hand_over_tile(smem, slot, t);
     if (blocks == 0) {
       mbarrier_arrive(q_full);
-    } else if constexpr (SM90_FUSED_Q) {  // the slot carries the tile index; its Q comes through the staging buffer
-      mbarrier_arrive(q_full);
-      smem.q_staging.producer_wait(staged);
-      mbarrier_arrive_expect_tx(&smem.q_staging.full[0], sizeof(smem.q16));
-      tma_load_3d(smem.q16, maps.q, &smem.q_staging.full[0], 0, q0, tile.batch * tiles.heads + tile.head);
-      staged.advance();
     } else {
       mbarrier_arrive_expect_tx(q_full, sizeof(smem.q[0]));
       tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
