@@ -163,8 +163,12 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
   }
 }
 
-// O = alpha * O + P.V, with the block's product formed in a fresh inner
-// accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
+// V^T's B fragments for 16 channels (rows 16 jp ..) and both k32 steps of the block.
+SAGE_DEVICE void load_v_fragments(u32 (&vb)[2][4], u32 sv, u32 v_lane, int jp) {
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+}
+
 // The P.V of pv_block with the e4m3 operands widened to f16 in the source (ptx_mma.cuh): on sm_90,
 // where ptxas would otherwise widen each e4m3 mma.sync itself and add the accumulator in with a
 // separate instruction, the block's four k16 steps chain in the tensor core instead.
@@ -174,8 +178,7 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, 
 #pragma unroll
   for (int jp = 0; jp < D / 16; ++jp) {
     u32 vb[2][4];
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+    load_v_fragments(vb, sv, v_lane, jp);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
       float c[2][4] = {};
@@ -206,14 +209,15 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, 
   }
 }
 
+// O = alpha * O + P.V, with the block's product formed in a fresh inner
+// accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
 template <int D, bool PV_F16>
 SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
                           float (&o)[2][D / 8][4]) {
 #pragma unroll
   for (int jp = 0; jp < D / 16; ++jp) {
     u32 vb[2][4];
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+    load_v_fragments(vb, sv, v_lane, jp);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll

@@ -170,14 +170,18 @@ for record in kernel_only_records(recorded_bench or {}):
     built.append({"head_dim": shape["head_dim"], "measured kernel-only TOPS (recorded)": record["tops"],
                   ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
                   "measured / serial": record["tops"] / bound[ownership.SERIAL]})
+def show_recorded(rows, document, path, missing):
+    """The rows with where they were recorded, or what is missing and how to record it."""
+    if rows:
+        display(Markdown(f"Recorded in `{path.name}` ({document['created_utc'][:10]}, {document['device']['name']})."))
+        display(plots.table(rows))
+    else:
+        display(Markdown(f"No recorded {missing} kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
+                         "data/results: run `python3 scripts/bench_cuda.py` on a GPU and keep its output there."))
+
+
 results.add("built structure against projection", built)
-if built:
-    display(Markdown(f"Recorded in `{recorded_bench_path.name}` ({recorded_bench['created_utc'][:10]}, "
-                     f"{recorded_bench['device']['name']})."))
-    display(plots.table(built))
-else:
-    display(Markdown(f"No recorded `cuda-sm90` kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
-                     "data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
+show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`")
 
 # %% [markdown]
 # ## The portable kernel, against its projection
@@ -202,13 +206,7 @@ for backend in ("cuda", "cuda-per-warp-fp16"):
                          ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
                          "measured / floor": record["tops"] / bound[ownership.FLOOR]})
 results.add("portable kernel against projection", portable)
-if portable:
-    display(Markdown(f"Recorded in `{portable_path.name}` ({portable_doc['created_utc'][:10]}, "
-                     f"{portable_doc['device']['name']})."))
-    display(plots.table(portable))
-else:
-    display(Markdown(f"No recorded portable-kernel figure for B={batch}, H={heads}, N={n_tokens} in data/results: "
-                     "run `python3 scripts/bench_cuda.py` on a GPU and keep its output there."))
+show_recorded(portable, portable_doc, portable_path, "portable-kernel")
 
 # %% [markdown]
 # ## The three-consumer rotation, built
