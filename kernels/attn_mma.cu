@@ -14,8 +14,8 @@
 // ldmatrix. GQA through the kv-head index; HND / NHD through strides.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3). sm_90 has no
 // e4m3 mma.sync: there P.V is f16 m16n8k16 on operands widened in the source
-// (pv_block_widened; -DATTN_NATIVE_E4M3_PV leaves the widening to ptxas, 7-11% slower on the H200).
-// Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory attn_smem_bytes(D).
+// (pv_block_widened; -DATTN_NATIVE_E4M3_PV leaves the widening to ptxas, 6-10% slower on the H200).
+// Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory AttnSmem<D>::TOTAL.
 #include "common.cuh"
 #include "convert.cuh"
 #include "cp_async.cuh"

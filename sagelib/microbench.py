@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=".", help="folder for microbench.json")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats: expected at least 1 timed launch, got {args.repeats}")
     rates = run(args.repeats)
     for r in rates:
         value = "-" if r.value is None else f"{r.value:.1f}"
