@@ -24,30 +24,19 @@
 #include "ptx_mma.cuh"
 #include "swizzle.cuh"
 
+#define ATTN_THREADS 128
 #define CTA_Q 128
+#define WARP_Q 32
 #define CTA_K 64
-#define CONTRACT_WARPQ 32  // the sm89 preset's q scale group (rows)
-// Query rows per warp: 32 (two m16 tiles, 4 warps at 255 registers; the default) or 16
-// (-DATTN_WARP_ROWS=16: one m16 tile, 8 warps at 128 registers; an experiment, sm_90 only).
-#ifndef ATTN_WARP_ROWS
-#define ATTN_WARP_ROWS 32
-#endif
-#define WARP_Q ATTN_WARP_ROWS
-#define ATTN_MT (WARP_Q / 16)  // m16 tiles per warp
-#define ATTN_THREADS (32 * CTA_Q / WARP_Q)
 
 // sm_90 widens P.V's e4m3 operands to f16 (see the header): every warp widens the V fragments
 // it loads (pv_block_widened). Widening V once per CTA into a shared f16 tile measured slower
-// (EXPERIMENT_LOG seq 49; tree d5e353d has it as -DATTN_SHARED_F16_V=1).
+// (EXPERIMENT_LOG seq 49; tree d5e353d has it as -DATTN_SHARED_F16_V=1), and so did 16-row warps,
+// with or without that tile (seq 54; tree 9a14b31 has -DATTN_WARP_ROWS=16).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(ATTN_NATIVE_E4M3_PV)
 #define ATTN_WIDEN_PV 1
 #else
 #define ATTN_WIDEN_PV 0
-#endif
-// -DATTN_SHARED_F16_V=1 (an experiment): V widened once per CTA and block into a shared f16 tile
-// (widen_v_tile, pv_block_shared_f16), one barrier more per block.
-#ifndef ATTN_SHARED_F16_V
-#define ATTN_SHARED_F16_V 0
 #endif
 
 // The leading key blocks that hide no score from a warp run through a loop of their own, with no
@@ -75,7 +64,6 @@ struct AttnSmem {
   static constexpr int K_BYTES = CTA_K * D;
   static constexpr int V_BYTES = D * CTA_K;
   static constexpr int TOTAL = Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
-  static constexpr int V16_OFFSET = TOTAL;  // ATTN_SHARED_F16_V: the block's V widened to f16 (2 * V_BYTES)
 };
 
 template <int D>
@@ -131,11 +119,11 @@ SAGE_DEVICE void load_q_fragment(u32 (&f)[4], u32 sq, u32 q_lane, int t, int kk)
 template <int D>
 struct QFragments {
   static constexpr bool IN_REGISTERS = D <= 64;
-  u32 f[IN_REGISTERS ? ATTN_MT : 1][IN_REGISTERS ? D / 32 : 1][4];
+  u32 f[IN_REGISTERS ? 2 : 1][IN_REGISTERS ? D / 32 : 1][4];
   SAGE_DEVICE void init(u32 sq, u32 q_lane) {
     if (IN_REGISTERS) {
 #pragma unroll
-      for (int t = 0; t < ATTN_MT; ++t)
+      for (int t = 0; t < 2; ++t)
 #pragma unroll
         for (int kk = 0; kk < D / 32; ++kk) load_q_fragment<D>(f[IN_REGISTERS ? t : 0][IN_REGISTERS ? kk : 0], sq, q_lane, t, kk);
     }
@@ -144,19 +132,18 @@ struct QFragments {
 
 // S = Q.K^T for the warp's 32 rows and the block's 64 keys, exact in int32.
 template <int D>
-SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk, u32 k_lane,
-                          i32 (&s)[ATTN_MT][8][4]) {
+SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk, u32 k_lane, i32 (&s)[2][8][4]) {
 #pragma unroll
-  for (int t = 0; t < ATTN_MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[t][j][i] = 0;
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk) {
-    u32 qreg[ATTN_MT][4];
+    u32 qreg[2][4];
 #pragma unroll
-    for (int t = 0; t < ATTN_MT; ++t) {
+    for (int t = 0; t < 2; ++t) {
       if (QFragments<D>::IN_REGISTERS) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) qreg[t][i] = qfrag.f[QFragments<D>::IN_REGISTERS ? t : 0][QFragments<D>::IN_REGISTERS ? kk : 0][i];
@@ -169,7 +156,7 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
       u32 kb[4];
       ldmatrix_x4(kb, sk + ((k_lane ^ (kk << 5)) + jp * 16 * D));
 #pragma unroll
-      for (int t = 0; t < ATTN_MT; ++t) {
+      for (int t = 0; t < 2; ++t) {
         mma_s8(s[t][2 * jp], qreg[t], kb[0], kb[1]);
         mma_s8(s[t][2 * jp + 1], qreg[t], kb[2], kb[3]);
       }
@@ -183,84 +170,26 @@ SAGE_DEVICE void load_v_fragments(u32 (&vb)[2][4], u32 sv, u32 v_lane, int jp) {
   for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
 }
 
-// V^T of one block, e4m3 rows of 64 bytes (keys permuted in 16s as the e4m3 P.V reads them,
-// swizzled_offset<64>) -> f16 rows of 128 bytes in natural key order (swizzled_offset<128>), the
-// B operand of an f16 m16n8k16 whose A is P in pack_p_fragments_f16's order. Thread tid widens
-// input chunk tid % 4 (16 keys) of rows tid / 4 + 32 i. In a 16-key group, byte pair q holds
-// keys {0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15}[2q, 2q+1], so word w's low pair is keys 2w, 2w+1
-// (output chunk 2c) and its high pair keys 8+2w, 9+2w (chunk 2c+1).
-template <int D>
-SAGE_DEVICE void widen_v_tile(const u8 *v8, u8 *v16, int tid) {
-  constexpr int ROWS_PER_PASS = ATTN_THREADS / 4;
-  const int r0 = tid / 4, c = tid % 4;
-#pragma unroll
-  for (int i = 0; i < D / ROWS_PER_PASS; ++i) {
-    const int r = r0 + i * ROWS_PER_PASS;
-    const uint4 in = *reinterpret_cast<const uint4 *>(v8 + swizzled_offset<64>(r, c));
-    uint4 lo, hi;
-    e4m3x4_to_f16x4(in.x, lo.x, hi.x);
-    e4m3x4_to_f16x4(in.y, lo.y, hi.y);
-    e4m3x4_to_f16x4(in.z, lo.z, hi.z);
-    e4m3x4_to_f16x4(in.w, lo.w, hi.w);
-    *reinterpret_cast<uint4 *>(v16 + swizzled_offset<128>(r, 2 * c)) = lo;
-    *reinterpret_cast<uint4 *>(v16 + swizzled_offset<128>(r, 2 * c + 1)) = hi;
-  }
-}
-
-// P.V from the shared f16 V tile: per 16 channels one ldmatrix per k16 step gives both n-tiles'
-// B fragments (rows = channels, chunks 2kq and 2kq+1 = the step's 16 keys); the block's four
-// k16 steps chain in the tensor core, then O = alpha * O + inner as in pv_block.
-template <int D, bool PV_F16>
-SAGE_DEVICE void pv_block_shared_f16(const u32 (&pw)[ATTN_MT][4][4], u32 sv16, u32 v16_lane,
-                                     const float (&alpha)[ATTN_MT][2], float (&o)[ATTN_MT][D / 8][4]) {
-#pragma unroll
-  for (int jp = 0; jp < D / 16; ++jp) {
-    u32 vb[4][4];  // [k16 step][n-tile 2jp: b0, b1; n-tile 2jp+1: b0, b1]
-#pragma unroll
-    for (int kq = 0; kq < 4; ++kq) ldmatrix_x4(vb[kq], sv16 + ((v16_lane ^ (kq << 5)) + jp * 16 * 128));
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int t = 0; t < ATTN_MT; ++t) {
-        float c[4];
-        if (PV_F16) {
-          u32 acc[2] = {0u, 0u};
-#pragma unroll
-          for (int kq = 0; kq < 4; ++kq) mma_f16_f16(acc, pw[t][kq], {vb[kq][2 * nt], vb[kq][2 * nt + 1]});
-          half2_bits_to_float2(acc[0], c[0], c[1]);
-          half2_bits_to_float2(acc[1], c[2], c[3]);
-        } else {
-          c[0] = c[1] = c[2] = c[3] = 0.0f;
-#pragma unroll
-          for (int kq = 0; kq < 4; ++kq) mma_f16_f32(c, pw[t][kq], {vb[kq][2 * nt], vb[kq][2 * nt + 1]});
-        }
-        float *acc_o = o[t][2 * jp + nt];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc_o[i] = fmaf(acc_o[i], alpha[t][i / 2], c[i]);
-      }
-  }
-}
-
 // The P.V of pv_block with the e4m3 operands widened to f16 in the source (ptx_mma.cuh): on sm_90,
 // where ptxas would otherwise widen each e4m3 mma.sync itself and add the accumulator in with a
 // separate instruction, the block's four k16 steps chain in the tensor core instead.
 template <int D, bool PV_F16>
-SAGE_DEVICE void pv_block_widened(const u32 (&pw)[ATTN_MT][4][4], u32 sv, u32 v_lane,
-                                  const float (&alpha)[ATTN_MT][2], float (&o)[ATTN_MT][D / 8][4]) {
+SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
+                                  float (&o)[2][D / 8][4]) {
 #pragma unroll
   for (int jp = 0; jp < D / 16; ++jp) {
     u32 vb[2][4];
     load_v_fragments(vb, sv, v_lane, jp);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      float c[ATTN_MT][4] = {};
-      u32 acc[ATTN_MT][2] = {};
+      float c[2][4] = {};
+      u32 acc[2][2] = {};
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
         u32 vw[2][2];  // [k16 step][register]
         widen_b_e4m3(vb[ks][2 * nt], vb[ks][2 * nt + 1], vw[0], vw[1]);
 #pragma unroll
-        for (int t = 0; t < ATTN_MT; ++t)
+        for (int t = 0; t < 2; ++t)
 #pragma unroll
           for (int k = 0; k < 2; ++k) {
             if (PV_F16) mma_f16_f16(acc[t], pw[t][2 * ks + k], vw[k]);
@@ -268,7 +197,7 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[ATTN_MT][4][4], u32 sv, u32 v_
           }
       }
 #pragma unroll
-      for (int t = 0; t < ATTN_MT; ++t) {
+      for (int t = 0; t < 2; ++t) {
         if (PV_F16) {
           half2_bits_to_float2(acc[t][0], c[t][0], c[t][1]);
           half2_bits_to_float2(acc[t][1], c[t][2], c[t][3]);
@@ -284,8 +213,8 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[ATTN_MT][4][4], u32 sv, u32 v_
 // O = alpha * O + P.V, with the block's product formed in a fresh inner
 // accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
 template <int D, bool PV_F16>
-SAGE_DEVICE void pv_block(const u32 (&pa)[ATTN_MT][2][4], u32 sv, u32 v_lane, const float (&alpha)[ATTN_MT][2],
-                          float (&o)[ATTN_MT][D / 8][4]) {
+SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
+                          float (&o)[2][D / 8][4]) {
 #pragma unroll
   for (int jp = 0; jp < D / 16; ++jp) {
     u32 vb[2][4];
@@ -293,7 +222,7 @@ SAGE_DEVICE void pv_block(const u32 (&pa)[ATTN_MT][2][4], u32 sv, u32 v_lane, co
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-      for (int t = 0; t < ATTN_MT; ++t) {
+      for (int t = 0; t < 2; ++t) {
         float c[4];
         if (PV_F16) {
           u32 acc[2] = {0u, 0u};
@@ -317,8 +246,7 @@ SAGE_DEVICE void pv_block(const u32 (&pa)[ATTN_MT][2][4], u32 sv, u32 v_lane, co
 // them, the K/V source and scales, and the warp's rows.
 template <int D>
 struct WarpTile {
-  u32 sq, sk0, sv0, q_lane, k_lane, v_lane, v16_lane;
-  u8 *smem;
+  u32 sq, sk0, sv0, q_lane, k_lane, v_lane;
   const i8 *k_head;
   i64 k_sn;
   const u8 *v_head;
@@ -333,8 +261,8 @@ struct WarpTile {
 // step and P.V. The leading blocks that hide no score from this warp take the MASKED = false
 // instance, with no mask and no branch between the three stages, so ptxas may overlap them.
 template <int D, bool PV_F16, bool MASKED>
-SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[ATTN_MT][D / 8][4],
-                                float (&m)[ATTN_MT][2], float (&l)[ATTN_MT][2]) {
+SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D / 8][4], float (&m)[2][2],
+                                float (&l)[2][2]) {
   const int stage = blk & 1;
   cp_async_wait<0>();
   __syncthreads();  // block `blk` visible to all; everyone is done with block blk-1's buffers
@@ -344,16 +272,12 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[ATTN_M
   cp_async_commit();
 
   const int key0 = blk * CTA_K, q0 = w.q0, lane = w.lane;
-  if (ATTN_WIDEN_PV && ATTN_SHARED_F16_V) {  // every warp widens its share, then waits for the others' (none may skip)
-    widen_v_tile<D>(w.smem + (w.sv0 - w.sq) + stage * AttnSmem<D>::V_BYTES, w.smem + AttnSmem<D>::V16_OFFSET, w.tid);
-    __syncthreads();
-  }
   if (MASKED && w.causal && key0 > q0 + WARP_Q - 1 + w.causal_shift) return;  // every row of this warp is masked
   const float mult = w.q_mult * w.ks_head[w.per_thread ? blk * 4 + lane % 4 : blk];
 
-  i32 s[ATTN_MT][8][4];
+  i32 s[2][8][4];
   qk_block<D>(w.qfrag, w.sq, w.q_lane, w.sk0 + stage * AttnSmem<D>::K_BYTES, w.k_lane, s);
-  float p[ATTN_MT][8][4], alpha[ATTN_MT][2];
+  float p[2][8][4], alpha[2][2];
   if (MASKED && !split_loops<D, PV_F16>()) {  // one loop for every block: the mask decided at run time
     if (key0 + CTA_K > w.n_kv || (w.causal && key0 + CTA_K - 1 > q0 + w.causal_shift)) {
       mask_scores(s, key0, q0, lane, w.n_kv, w.causal, w.causal_shift);
@@ -366,12 +290,11 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[ATTN_M
     online_softmax_block<MASKED>(s, mult, m, l, alpha, p);
   }
 #if ATTN_WIDEN_PV
-  u32 pw[ATTN_MT][4][4];
+  u32 pw[2][4][4];
   pack_p_fragments_f16(p, pw);
-  if (ATTN_SHARED_F16_V) pv_block_shared_f16<D, PV_F16>(pw, w.sq + AttnSmem<D>::V16_OFFSET, w.v16_lane, alpha, o);
-  else pv_block_widened<D, PV_F16>(pw, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
+  pv_block_widened<D, PV_F16>(pw, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
 #else
-  u32 pa[ATTN_MT][2][4];
+  u32 pa[2][2][4];
   pack_p_fragments(p, pa);
   pv_block<D, PV_F16>(pa, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
 #endif
@@ -426,15 +349,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
   const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<64>(lane);
   QFragments<D> qfrag;
   qfrag.init(sq, q_lane);
-  // Every row a lane owns (q0 + lane/4 + 8 * half + 16 * t) has the same row % 8 and, a warp's rows lying
-  // inside one CONTRACT_WARPQ tile, the same q group.
-  static_assert(CONTRACT_WARPQ % WARP_Q == 0, "a warp's rows lie in one q scale group tile");
-  const int q_group = per_thread ? (q0 / CONTRACT_WARPQ) * 8 + lane / 4 : q0 / CONTRACT_WARPQ;
+  const int q_group = per_thread ? (q0 / WARP_Q) * 8 + lane / 4 : q0 / WARP_Q;
   const float q_mult = q_scale[((i64)b * heads_q + h) * q_groups + q_group] * sm_scale_log2e;
 
-  float m[ATTN_MT][2], l[ATTN_MT][2], o[ATTN_MT][D / 8][4];
+  float m[2][2], l[2][2], o[2][D / 8][4];
 #pragma unroll
-  for (int t = 0; t < ATTN_MT; ++t) {
+  for (int t = 0; t < 2; ++t) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) { m[t][half] = SAGE_MASK_SCORE; l[t][half] = 0.0f; }
 #pragma unroll
@@ -443,7 +363,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
       for (int i = 0; i < 4; ++i) o[t][j][i] = 0.0f;
   }
 
-  const WarpTile<D> w{sq, sk0, sv0, q_lane, k_lane, v_lane, b_lane_offset<128>(lane), smem, k_head, k_sn, v_head, ks_head, n_pad, n_kv, n_blocks,
+  const WarpTile<D> w{sq, sk0, sv0, q_lane, k_lane, v_lane, k_head, k_sn, v_head, ks_head, n_pad, n_kv, n_blocks,
                       q0, tid, lane, causal_shift, causal, per_thread, q_mult, qfrag};
   const int unmasked = split_loops<D, PV_F16>() ? min(min(n_blocks, n_kv / CTA_K),
                                                      causal ? max(0, q0 + causal_shift + 1) / CTA_K : n_blocks)

@@ -28,15 +28,15 @@ SAGE_DEVICE RowFinish finish_row(float l_part, float m, bool causal, int row, in
   return {blind ? 0.0f : 1.0f / l, blind ? __int_as_float(0xff800000) : (log2f(l) + m) / SAGE_LOG2E};
 }
 
-template <int D, int MT>
-SAGE_DEVICE void store_output(const float (&o)[MT][D / 8][4], const float (&m)[MT][2], const float (&l_part)[MT][2],
+template <int D>
+SAGE_DEVICE void store_output(const float (&o)[2][D / 8][4], const float (&m)[2][2], const float (&l_part)[2][2],
                               const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sn,
                               float *__restrict__ lse, int row0, int n_q, int lane, bool out_bf16, bool causal,
                               int shift) {
   float2 vs[D / 8];
   load_channel_scales<D>(v_scale, lane, vs);
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = row0 + 16 * t + lane / 4 + 8 * half;

@@ -1,4 +1,4 @@
-// Contract stages 3-4 on one warp's (16 * MT) x 64 score tile (MT m-tiles of 16 rows): INT32 scores -> log2-domain
+// Contract stages 3-4 on one warp's 32 x 64 score tile: INT32 scores -> log2-domain
 // scores -> base-2 online softmax with the fp8 offset -> P in registers.
 //
 // Per lane (see ptx_mma.cuh): m-tile t (rows 16t..16t+15 of the warp), n-tile j
@@ -32,10 +32,9 @@ SAGE_DEVICE float quad_sum(float x) {
 
 // Hide keys >= n_kv and, when causal, keys > row + shift (shift = N_kv - N_q for
 // bottom-right alignment, 0 for top-left), by writing the sentinel into S.
-template <int MT>
-SAGE_DEVICE void mask_scores(i32 (&s)[MT][8][4], int key0, int row0, int lane, int n_kv, bool causal, int shift) {
+SAGE_DEVICE void mask_scores(i32 (&s)[2][8][4], int key0, int row0, int lane, int n_kv, bool causal, int shift) {
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -49,11 +48,11 @@ SAGE_DEVICE void mask_scores(i32 (&s)[MT][8][4], int key0, int row0, int lane, i
 // One key block of the online softmax. In: s (INT32 scores), m (running max,
 // stored minus the fp8 offset), l (per-lane partial row sums). Out: p (fp32,
 // exp2(s - m_new), in (0, 448]), alpha per row, updated m and l.
-template <bool MASKED, int MT>
-SAGE_DEVICE void online_softmax_block(const i32 (&s)[MT][8][4], float mult, float (&m)[MT][2], float (&l)[MT][2],
-                                      float (&alpha)[MT][2], float (&p)[MT][8][4]) {
+template <bool MASKED>
+SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float (&m)[2][2], float (&l)[2][2],
+                                      float (&alpha)[2][2], float (&p)[2][8][4]) {
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       i32 mx = s[t][0][2 * half];
@@ -86,10 +85,9 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[MT][8][4], float mult, floa
 // P (fp32) -> e4m3 A fragments of the two k32 steps of the P.V product. The
 // accumulator order of keys inside each 16 is [0,1,8,9,2,3,10,11,...], which
 // is why V is stored permuted (contract section 5): no shuffles are needed.
-template <int MT>
-SAGE_DEVICE void pack_p_fragments(const float (&p)[MT][8][4], u32 (&pa)[MT][2][4]) {
+SAGE_DEVICE void pack_p_fragments(const float (&p)[2][8][4], u32 (&pa)[2][2][4]) {
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
       const int j = 4 * ks;
@@ -103,10 +101,9 @@ SAGE_DEVICE void pack_p_fragments(const float (&p)[MT][8][4], u32 (&pa)[MT][2][4
 // P as the A fragments of the f16 m16n8k16 (pv_block_widened, sm_90): the values of
 // pack_p_fragments, rounded to e4m3 and widened to f16 in one step. k16 step kq covers the
 // score n-tiles 2kq and 2kq+1: the accumulator layout of two n8 tiles is the A layout of k16.
-template <int MT>
-SAGE_DEVICE void pack_p_fragments_f16(const float (&p)[MT][8][4], u32 (&pw)[MT][4][4]) {
+SAGE_DEVICE void pack_p_fragments_f16(const float (&p)[2][8][4], u32 (&pw)[2][4][4]) {
 #pragma unroll
-  for (int t = 0; t < MT; ++t)
+  for (int t = 0; t < 2; ++t)
 #pragma unroll
     for (int kq = 0; kq < 4; ++kq)
 #pragma unroll
