@@ -121,7 +121,7 @@ def test_the_recorded_h200_microbenchmarks_load_as_rates():
     assert all(r.value and r.value > 0 for r in rates)
 
 
-def test_a_microbenchmark_document_reads_back_as_the_rates_it_holds(tmp_path):
+def test_a_microbenchmark_document_reads_back_as_the_rates_it_holds():
     rates = [microbench.Rate("ex2", "exp2", "results/clk/SM", 15.9, "mufu_per_clk"),
              microbench.Rate("mma_sync_f16", "f16 mma", "ops/clk/SM", 2683.0, "mma_sync_pv_ops_per_clk")]
     doc = json.loads(json.dumps(microbench.document(rates, "python3 -m sagelib.microbench")))
