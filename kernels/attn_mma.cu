@@ -170,6 +170,19 @@ SAGE_DEVICE void load_v_fragments(u32 (&vb)[2][4], u32 sv, u32 v_lane, int jp) {
   for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
 }
 
+// O's 16 x 8 tile = alpha * O + the block's inner product for it: fp32 in `inner`, or with PV_F16
+// the fp16 pairs in `inner16` (the two-level scheme's fold).
+template <bool PV_F16>
+SAGE_DEVICE void fold_inner(float (&o)[4], const float (&alpha)[2], const float (&inner)[4], const u32 (&inner16)[2]) {
+  float c[4] = {inner[0], inner[1], inner[2], inner[3]};
+  if (PV_F16) {
+    half2_bits_to_float2(inner16[0], c[0], c[1]);
+    half2_bits_to_float2(inner16[1], c[2], c[3]);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) o[i] = fmaf(o[i], alpha[i / 2], c[i]);
+}
+
 // The P.V of pv_block with the e4m3 operands widened to f16 in the source (ptx_mma.cuh): on sm_90,
 // where ptxas would otherwise widen each e4m3 mma.sync itself and add the accumulator in with a
 // separate instruction, the block's four k16 steps chain in the tensor core instead.
@@ -197,15 +210,7 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, 
           }
       }
 #pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        if (PV_F16) {
-          half2_bits_to_float2(acc[t][0], c[t][0], c[t][1]);
-          half2_bits_to_float2(acc[t][1], c[t][2], c[t][3]);
-        }
-        float *acc_o = o[t][2 * jp + nt];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc_o[i] = fmaf(acc_o[i], alpha[t][i / 2], c[t][i]);
-      }
+      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t], acc[t]);
     }
   }
 }
@@ -223,21 +228,16 @@ SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const fl
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int t = 0; t < 2; ++t) {
-        float c[4];
+        float c[4] = {};
+        u32 acc[2] = {};
         if (PV_F16) {
-          u32 acc[2] = {0u, 0u};
           mma_e4m3_f16(acc, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
           mma_e4m3_f16(acc, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
-          half2_bits_to_float2(acc[0], c[0], c[1]);
-          half2_bits_to_float2(acc[1], c[2], c[3]);
         } else {
-          c[0] = c[1] = c[2] = c[3] = 0.0f;
           mma_e4m3_f32(c, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
           mma_e4m3_f32(c, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
         }
-        float *acc_o = o[t][2 * jp + nt];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc_o[i] = fmaf(acc_o[i], alpha[t][i / 2], c[i]);
+        fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c, acc);
       }
   }
 }

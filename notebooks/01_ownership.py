@@ -158,12 +158,17 @@ def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
             and record["shape"]["head_dim"] in head_dims]
 
 
+def projected_bounds(structure):
+    """{(head_dim, conversion): bound row} of ``structure``, from the measured rates where there are any."""
+    return {(row["head_dim"], row["conversion"]): row
+            for row in (measured if measured_hw is not ownership.H200 else stated) if row["structure"] == structure}
+
+
 built = []
 recorded_bench, recorded_bench_path = next(  # the newest recording (any bench file) that has them
     ((document, path) for document, path in reversed(bench_records.load_all()) if kernel_only_records(document)),
     (None, None))
-projected = {(row["head_dim"], row["conversion"]): row for row in (measured if measured_hw is not ownership.H200 else stated)
-             if row["structure"] == "fa3_pingpong"}
+projected = projected_bounds("fa3_pingpong")
 for record in kernel_only_records(recorded_bench or {}):
     shape = record["shape"]
     bound = projected[(shape["head_dim"], "cvt")]
@@ -191,9 +196,7 @@ show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`")
 # the H200 ran at half the int8 rate (2683 against 5377 ops per clock per SM, recorded 2026-11-30).
 
 # %%
-mma_projected = {(row["head_dim"], row["conversion"]): row
-                 for row in (measured if measured_hw is not ownership.H200 else stated)
-                 if row["structure"] == "mma_sync_4warp"}
+mma_projected = projected_bounds("mma_sync_4warp")
 portable_doc, portable_path = next(
     ((document, path) for document, path in reversed(bench_records.load_all())
      if kernel_only_records(document, "cuda-per-warp-fp16")), (None, None))
