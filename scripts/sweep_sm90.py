@@ -34,8 +34,6 @@ SCHEDULES = {
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
     "dynamic head-major": ("-DSM90_CAUSAL_WINDOW=0",),
     "static head-major": ("-DSM90_STATIC_TILES=1", "-DSM90_CAUSAL_WINDOW=0"),
-    "qk-pieces 2": ("-DSM90_QK_PIECES=2",),
-    "qk-pieces 4": ("-DSM90_QK_PIECES=4",),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

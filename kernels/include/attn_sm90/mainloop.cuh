@@ -38,6 +38,9 @@
 // slower at D128 and equal at D64, and was removed (seq 27; tree 3316a63).
 // Quantizing Q in the consumers at each tile start (the entry fusion, 16-bit Q through a staging
 // tile) gave the same bits and 0.99-1.01x end to end, and was removed (seq 51; tree cdb850d).
+// Streaming block j+1's Q.K^T into block j's softmax (n64 or n32 pieces issued into the score
+// registers the exp pass has consumed) cost the softmax ~250-300 cycles per piece and measured
+// 0.80-0.93x, and was removed (seq 56; tree 4762e59).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
@@ -58,19 +61,7 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// Q.K^T of block j+1 streamed into block j's softmax (SM90_QK_PIECES = 2 or 4; 1 = off): once the
-// exp pass has consumed the scores of a piece of the keys, the same registers take the next
-// block's scores for those keys, so most of Q.K^T runs under this warpgroup's own softmax and
-// only P.V is left for the turn. One S buffer: the register peak is the serial schedule's.
-// Two-consumer geometry only (128-key blocks).
-#ifndef SM90_QK_PIECES
-#define SM90_QK_PIECES 1
-#endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
-template <int S_REGS>
-__host__ __device__ constexpr bool sm90_streams_qk() {
-  return SM90_QK_PIECES > 1 && S_REGS == 64 && !SM90_ABLATE_QK;
-}
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 
 struct ConsumerArgs {
@@ -164,37 +155,6 @@ SAGE_DEVICE void issue_scores(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *
   wgmma_commit();
 }
 
-// Piece PIECE of PIECES of S = Q . K^T: keys [PIECE, PIECE + 1) * KEYS / PIECES, into the same
-// accumulator registers the whole block's scores use (s[PIECE * N, PIECE * N + N)).
-template <int D, int PIECES, int PIECE, int S_REGS>
-SAGE_DEVICE void issue_score_piece(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *k_tile) {
-  constexpr int N = S_REGS / PIECES;  // registers per thread: 2 * N keys
-  static_assert(!SM90_Q_IN_REGISTERS, "streamed Q.K^T: built with Q from shared memory");
-  i32(&part)[N] = *reinterpret_cast<i32(*)[N]>(&s[PIECE * N]);
-  const u64 desc_k = wgmma_desc_k_major<D>(k_tile + PIECE * 2 * N * D);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < D / 32; ++kk) {
-    const u64 q_step = wgmma_desc_advance(q.desc, 32 * kk), k_step = wgmma_desc_advance(desc_k, 32 * kk);
-    if (kk == 0) wgmma_qk_step<N, false>(part, q_step, k_step);
-    else wgmma_qk_step<N, true>(part, q_step, k_step);
-  }
-  wgmma_commit();
-}
-
-// The tile's first Q.K^T: in the pieces the streamed schedule issues (SM90_QK_PIECES), so the
-// scores stay the same register tuples from block to block (ptxas serialises every wgmma
-// of the kernel, C7511, when one n128 accumulator and its n64 pieces alias).
-template <int D, int PIECE = 0, int S_REGS>
-SAGE_DEVICE void issue_first_scores(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *k_tile) {
-  if constexpr (sm90_streams_qk<S_REGS>()) {
-    issue_score_piece<D, SM90_QK_PIECES, PIECE>(s, q, k_tile);
-    if constexpr (PIECE + 1 < SM90_QK_PIECES) issue_first_scores<D, PIECE + 1>(s, q, k_tile);
-  } else {
-    issue_scores<D>(s, q, k_tile);
-  }
-}
-
 // Stage 4-5 of block j on its completed scores: the softmax step, P as A fragments.
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, float k_mult, const i32 (&s)[S_REGS],
@@ -206,39 +166,6 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
   } else {
     sm90_online_softmax<false>(s, mask, mult, m, l, alpha, p);
   }
-}
-
-// block_softmax with Q.K^T of block j+1 streamed in (SM90_QK_PIECES): after the row max, the exp
-// pass runs piece by piece in key order, and each piece's registers take block j+1's scores
-// for the same keys as soon as it is done. The wgmma are issued where every warp of the
-// warpgroup runs the same code (after the masked / unmasked branch of each piece).
-template <int PIECES, int PIECE = 0, int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void softmax_exp_streamed(BlockContext<D, STAGES, Smem> &c, i32 (&s)[S_REGS], const BlockMask &mask,
-                                      bool masked, float mult, const float (&m)[2], float (&sum)[2],
-                                      u32 (&p)[S_REGS / 16][4], bool has_next) {
-  constexpr int GROUPS = S_REGS / 8 / PIECES;  // 16-key groups per piece
-  if (masked) sm90_softmax_exp<true, PIECE * GROUPS, (PIECE + 1) * GROUPS>(s, mask, mult, m, sum, p);
-  else sm90_softmax_exp<false, PIECE * GROUPS, (PIECE + 1) * GROUPS>(s, mask, mult, m, sum, p);
-  if (has_next) {
-    if (PIECE == 0) c.smem.ring.consumer_wait(c.ring);  // block j+1's K and V^T (c.ring has advanced)
-    issue_score_piece<D, PIECES, PIECE>(s, c.q, c.smem.k[c.ring.stage]);
-  }
-  if constexpr (PIECE + 1 < PIECES) softmax_exp_streamed<PIECES, PIECE + 1>(c, s, mask, masked, mult, m, sum, p, has_next);
-}
-
-template <int PIECES, int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void block_softmax_streamed(BlockContext<D, STAGES, Smem> &c, int j, float k_mult, i32 (&s)[S_REGS],
-                                        float (&m)[2], float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4],
-                                        bool has_next) {
-  const float mult = c.q_mult * k_mult;
-  const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  const bool masked = j >= c.full_blocks;
-  if (masked) sm90_softmax_max<true>(s, mask, mult, m, alpha);
-  else sm90_softmax_max<false>(s, mask, mult, m, alpha);
-  float sum[2] = {0.0f, 0.0f};
-  softmax_exp_streamed<PIECES>(c, s, mask, masked, mult, m, sum, p, has_next);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }
 
 // inner = P . V (PV_STEPS k32 steps, a fresh accumulator: the block's inner level). V^T's
@@ -307,16 +234,14 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   c.ring.advance();
   float alpha[2];
   u32 p[S_REGS / 16][4];
-  constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
-  constexpr bool STREAM_QK = sm90_streams_qk<S_REGS>() && PARTS == 1;
-  const bool has_next = j + 1 < c.blocks;
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
-  if constexpr (STREAM_QK) block_softmax_streamed<SM90_QK_PIECES>(c, j, k_mult, s, m, l, alpha, p, has_next);
-  else block_softmax(c, j, k_mult, s, m, l, alpha, p);
+  block_softmax(c, j, k_mult, s, m, l, alpha, p);
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
+  constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
   float inner[D / 2 / PARTS];
-  if (has_next && !STREAM_QK) c.smem.ring.consumer_wait(c.ring);
+  const bool has_next = j + 1 < c.blocks;
+  if (has_next) c.smem.ring.consumer_wait(c.ring);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
   if (SM90_ABLATE_PV) {
@@ -325,7 +250,7 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   } else {
     issue_pv<D / PARTS>(inner, p, c.smem.v[stage]);
   }
-  if (has_next && !SM90_ABLATE_QK && !STREAM_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
+  if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
   if constexpr (PARTS == 2) {  // the first half completes (before the scores), folds, frees inner
     if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();
     else wgmma_wait<0>();
@@ -393,7 +318,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       if (SM90_Q_IN_REGISTERS) warp_release(q_empty);  // the slot may take another tile's Q now
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
-      issue_first_scores(sa, c.q, smem.k[ring.stage]);
+      issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
         for (int j = 0; j < blocks; j += 2) {

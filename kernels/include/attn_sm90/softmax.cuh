@@ -117,15 +117,11 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
   }
 }
 
-// The exp pass over the 16-key groups [C0, C1) of the block (all of them by default): a caller
-// may run it in pieces, in key order, and reuse the registers of the scores it has consumed.
-template <bool MASKED, int C0 = 0, int C1 = -1, int S_REGS>
+template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
                                   float (&sum)[2], u32 (&p)[S_REGS / 16][4]) {
-  constexpr int END = C1 < 0 ? S_REGS / 8 : C1;
-  static_assert(0 <= C0 && C0 < END && END <= S_REGS / 8, "a range of the block's 16-key groups");
 #pragma unroll
-  for (int c = C0; c < END; ++c)  // 16 keys: n-tiles 2c and 2c + 1
+  for (int c = 0; c < S_REGS / 8; ++c)  // 16 keys: n-tiles 2c and 2c + 1
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];

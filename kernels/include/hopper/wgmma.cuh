@@ -89,14 +89,12 @@ SAGE_DEVICE void wgmma_pin(T (&acc)[N]) {
 
 #define SAGE_PCT10(tens) \
   "%" #tens "0, %" #tens "1, %" #tens "2, %" #tens "3, %" #tens "4, %" #tens "5, %" #tens "6, %" #tens "7, %" #tens "8, %" #tens "9"
-#define SAGE_ACC16_OPERANDS "{" SAGE_PCT10() ", %10, %11, %12, %13, %14, %15}"
 #define SAGE_ACC32_OPERANDS "{" SAGE_PCT10() ", " SAGE_PCT10(1) ", " SAGE_PCT10(2) ", %30, %31}"
 #define SAGE_ACC64_OPERANDS \
   "{" SAGE_PCT10() ", " SAGE_PCT10(1) ", " SAGE_PCT10(2) ", " SAGE_PCT10(3) ", " SAGE_PCT10(4) ", " SAGE_PCT10(5) ", %60, %61, %62, %63}"
 
 #define SAGE_IO4(c, a, i) c(a[(i)]), c(a[(i) + 1]), c(a[(i) + 2]), c(a[(i) + 3])
 #define SAGE_IO16(c, a, i) SAGE_IO4(c, a, i), SAGE_IO4(c, a, (i) + 4), SAGE_IO4(c, a, (i) + 8), SAGE_IO4(c, a, (i) + 12)
-#define SAGE_IO16_ALL(c, a) SAGE_IO16(c, a, 0)
 #define SAGE_IO32(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16)
 #define SAGE_IO64(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16), SAGE_IO16(c, a, 32), SAGE_IO16(c, a, 48)
 #define SAGE_INOUT_S32(x) "+r"(x)
@@ -143,21 +141,11 @@ SAGE_DEVICE void wgmma_m64n64k32_s32_s8_s8(i32 (&s)[32], u64 desc_q, u64 desc_k)
              "l"(desc_q), "l"(desc_k));
 }
 
-// S[64 x 32] (+)= Q[64 x 32] . K[32 x 32]^T  (a quarter of a 128-key block's step).
-template <bool ACCUMULATE>
-SAGE_DEVICE void wgmma_m64n32k32_s32_s8_s8(i32 (&s)[16], u64 desc_q, u64 desc_k) {
-  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8 ",
-             SAGE_ACC16_OPERANDS ", %16, %17, keep;", 18, SAGE_IO16_ALL, s, SAGE_INOUT_S32, SAGE_OUT_S32,
-             "l"(desc_q), "l"(desc_k));
-}
-
-// The Q.K^T instruction for S_REGS * 2 keys (32, 64 or 128), Q from shared memory.
+// The Q.K^T instruction for a block of S_REGS * 2 keys (64 or 128), Q from shared memory.
 template <int S_REGS, bool ACCUMULATE>
 SAGE_DEVICE void wgmma_qk_step(i32 (&s)[S_REGS], u64 desc_q, u64 desc_k) {
-  static_assert(S_REGS == 16 || S_REGS == 32 || S_REGS == 64, "32, 64 or 128 keys");
-  if constexpr (S_REGS == 16) {
-    wgmma_m64n32k32_s32_s8_s8<ACCUMULATE>(s, desc_q, desc_k);
-  } else if constexpr (S_REGS == 32) {
+  static_assert(S_REGS == 32 || S_REGS == 64, "64- or 128-key blocks");
+  if constexpr (S_REGS == 32) {
     wgmma_m64n64k32_s32_s8_s8<ACCUMULATE>(s, desc_q, desc_k);
   } else {
     wgmma_m64n128k32_s32_s8_s8<ACCUMULATE>(s, desc_q, desc_k);
