@@ -143,7 +143,8 @@ def tensor_maps(p: PreparedAttention, geometry: Geometry = PRESET_GEOMETRY):
 
 
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
-                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None):
+                  build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None,
+                  geometry: Geometry | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
     ``cta_k`` (None or 64) picks the geometry (:func:`geometry_for`): the output is the contract's
@@ -153,11 +154,15 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``, added after those in
     ``$SAGELIB_SM90_OPTIONS`` (:func:`environment_options`); with
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
-    of ``kernels/include/attn_sm90/trace.cuh``.
+    of ``kernels/include/attn_sm90/trace.cuh``. ``geometry`` (experiments) builds another
+    Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``.
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
-    geometry = geometry_for(cta_k)
+    chosen = geometry_for(cta_k)
+    if geometry is not None and geometry.block_keys != chosen.block_keys:
+        raise ValueError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
+    geometry = geometry or chosen
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)

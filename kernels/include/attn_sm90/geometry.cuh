@@ -10,6 +10,8 @@
 //                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
 //                         64: S 32 + inner 32 + O 32 + P 8 registers; at 128, with P.V in two
 //                         halves (sm90_pv_parts): S 32 + inner 32 + O 64 + P 8.
+//   Sm90Geometry<3, 128>  three consumers stepping the preset's 128 keys, head_dim 64 only (experiment,
+//                         EXPERIMENT_LOG seq 57): S 64 + inner 32 + O 32 + P 16 registers of 160.
 #pragma once
 
 #define SM90_WG_ROWS 64  // query rows per consumer warpgroup
@@ -22,8 +24,8 @@
 
 template <int CONSUMERS_, int BLOCK_KEYS_>
 struct Sm90Geometry {
-  static_assert((CONSUMERS_ == 2 && BLOCK_KEYS_ == 128) || (CONSUMERS_ == 3 && BLOCK_KEYS_ == 64),
-                "built geometries: 2 consumers x 128-key steps, 3 consumers x 64-key steps");
+  static_assert((CONSUMERS_ == 2 && BLOCK_KEYS_ == 128) || CONSUMERS_ == 3,
+                "built geometries: 2 consumers x 128-key steps, 3 consumers x 64- or 128-key steps");
   static constexpr int CONSUMERS = CONSUMERS_;
   static constexpr int BLOCK_KEYS = BLOCK_KEYS_;            // keys per ring stage = the traversal block (cta_k)
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
