@@ -17,8 +17,9 @@
 //                 turns on the tensor cores (attn_sm90/pingpong.cuh)
 //   the grid      persistent, one CTA per SM, tiles taken from a global counter
 //                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q
-// Two geometries (attn_sm90/geometry.cuh): two consumers stepping 128 keys (the sm90
-// preset), and three consumers stepping 64 keys (the preset with cta_k = 64).
+// Geometries (attn_sm90/geometry.cuh): the sm90 preset's 128-key step with two consumers at
+// head_dim 128 and three at head_dim 64; three consumers stepping 64 keys (the preset with
+// cta_k = 64).
 // Shared memory: SM90_Q_SLOTS x Q (CTA_Q x D: the next tile's Q loads while this tile
 // runs), STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
 // aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B).

@@ -324,6 +324,20 @@ CANDIDATES = (
         conditions=_PINGPONG_CONDITIONS,
     ),
     Architecture(
+        key="three_consumer_preset",
+        name="Producer warp + three consumer warpgroups stepping the preset's 128 keys (built: cuda-sm90 at D=64)",
+        mma="wgmma", group_threads=128, rows=64, groups=3, block_n=128, producer_threads=128, kv_stages=3,
+        consumer_reg_cap=160, producer_reg_cap=24, overlap="pingpong",
+        owners={"Q": "shared memory", "S, P": "each consumer warpgroup, registers (128-key steps)",
+                "O": "each consumer warpgroup", "row state": "each consumer warpgroup",
+                "K/V stages": "the producer (TMA, mbarriers)"},
+        note="Three softmax warps per scheduler with the sm90 preset's own 128-key step, so no extra steps "
+             "and no change of contract configuration. It fits 160 registers at head_dim 64 only (S 64 + O 32 "
+             "+ inner 32 + P 16); at 128 it would need 222. Built as the head_dim-64 geometry of cuda-sm90 "
+             "(log seq 57-58): 1.14-1.23x the two-consumer kernel at N 4096-16384, bit for bit the same output.",
+        conditions=_PINGPONG_CONDITIONS,
+    ),
+    Architecture(
         key="temporal_pairing",
         name="Temporal pairing of the research log (two query tiles interleaved in one CTA)",
         mma="mma.sync", group_threads=32, rows=64, groups=4, block_n=64, q_in_registers=True, kv_stages=2,

@@ -118,7 +118,9 @@ def grouped_bars(categories: Sequence[str], groups: Mapping[str, Sequence[float]
     ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.15 * (high - low))  # headroom, so the legend sits above the tallest bars
+    ax.legend(fontsize=8, loc="upper right")
     return fig
 
 

@@ -1,8 +1,9 @@
 """How evenly a persistent grid shares attention tiles: a model of the Hopper kernel's scheduler.
 
 The sm_90a kernel (kernels/include/attn_sm90/scheduler.cuh) runs one CTA per SM over
-(batch, head, query block) tiles: 128-row tiles and 128-key blocks in the preset's geometry,
-192 rows and 64 keys in the three-consumer one (``Problem.cta_q`` and ``block_keys``). A tile's
+(batch, head, query block) tiles: 128-key blocks and 128-row tiles in the preset's geometry at
+head_dim 128 (192 rows at 64: three consumers), 192 rows and 64 keys in the three-consumer
+cta_k-64 one (``Problem.cta_q`` and ``block_keys``). A tile's
 cost is modelled as its number of visible key blocks (all of them without a mask; those up to
 its last row with a causal mask and square attention) plus a fixed per-tile overhead in the
 same unit. Two ways of handing out tiles:

@@ -20,12 +20,17 @@ start=$SECONDS
 python3 -m sagelib run --profile gpu --out "$run_dir" 2>&1 | tee "$OUT/run.log"
 status=${PIPESTATUS[0]}
 echo "sagelib run --profile gpu: exit $status in $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
-# the wgmma microbenchmark must really issue wgmma (GMMA in the machine code)
-cubin=$(ls -t "$SAGELIB_KERNEL_CACHE"/*.cubin 2>/dev/null | head -50)
-for f in $cubin; do
-    if cuobjdump -sass "$f" 2>/dev/null | grep -q bench_wgmma; then
-        echo "wgmma microbenchmark SASS: $(cuobjdump -sass "$f" | grep -cE 'GMMA') GMMA instructions" | tee -a "$OUT/gpu.txt"
-    fi
+# the wgmma microbenchmark must really issue wgmma (GMMA in the machine code); say so when it cannot be checked
+cuobjdump=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+wgmma_cubins=$(grep -l bench_wgmma "$SAGELIB_KERNEL_CACHE"/*.cubin 2>/dev/null)
+if [ -z "$cuobjdump" ]; then
+    echo "wgmma microbenchmark SASS: not checked (no cuobjdump on PATH or in /usr/local/cuda*/bin)" | tee -a "$OUT/gpu.txt"
+elif [ -z "$wgmma_cubins" ]; then
+    echo "wgmma microbenchmark SASS: not checked (no cubin with bench_wgmma in $SAGELIB_KERNEL_CACHE)" | tee -a "$OUT/gpu.txt"
+fi
+for f in ${cuobjdump:+$wgmma_cubins}; do
+    echo "wgmma microbenchmark SASS ($(basename "$f")): $("$cuobjdump" -sass "$f" | grep -cE 'GMMA') GMMA instructions" \
+        | tee -a "$OUT/gpu.txt"
 done
 tar czf "$OUT/run.tgz" -C "$(dirname "$run_dir")" "$(basename "$run_dir")"
 exit "$status"

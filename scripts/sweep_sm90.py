@@ -79,8 +79,8 @@ def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
     from sagelib.cuda.build import BuildRequest, compile_cubin
     from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for
 
-    g = geometry_for(cta_k)
     for d in (64, 128):
+        g = geometry_for(cta_k, d)
         for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
             instance = instances.attn_sm90(d, check_stages(d, stages, g), g.consumers, g.block_keys)
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         p = ops_sm90.prepare(q, k, v, causal=causal, check_finite=False)
         ops = 4 * b * h * n * n * d / (2 if causal else 1)
         cta_k = args.cta_k
-        geometry = ops_sm90.geometry_for(cta_k)
+        geometry = ops_sm90.geometry_for(cta_k, d)
         reference = ops_sm90.run_attention(p, cta_k=cta_k)
         builds = list(variants(d, args.ablate, only, cta_k, schedules))
         checks, times = [], {name: [] for name, _, _ in builds}
@@ -180,8 +180,15 @@ def main(argv=None) -> int:
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
+        from datetime import datetime, timezone
+
+        from sagelib import bench, sweep_records
+
+        created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with open(args.out, "w") as f:
-            json.dump({"command": "python3 scripts/sweep_sm90.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            json.dump({"schema": sweep_records.SCHEMA, "date": created[:10], "created_utc": created,
+                       "device": bench.device_summary(torch.device("cuda")),
+                       "command": "python3 scripts/sweep_sm90.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                        "rows": rows}, f, indent=1)
     return 0
 

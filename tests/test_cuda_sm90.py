@@ -97,13 +97,31 @@ def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, cau
 
 
 @gpu
-@pytest.mark.parametrize("stages,cta_k,d", [(2, None, 128), (3, None, 128), (6, None, 64), (3, 64, 64), (12, 64, 64),
-                                            (4, 64, 128)])
+@pytest.mark.parametrize("stages,cta_k,d", [(2, None, 128), (3, None, 128), (3, None, 64), (10, None, 64), (3, 64, 64),
+                                            (12, 64, 64), (4, 64, 128)])
 def test_every_ring_depth_gives_the_same_bits(stages, cta_k, d):
     _needs_sm90()
     q, k, v = _inputs(1, 4, 4, 700, 1500, d, torch.float16, "HND", _seed())
     p = ops_sm90.prepare(q, k, v, causal=True)
     assert torch.equal(ops_sm90.run_attention(p, stages=stages, cta_k=cta_k), ops_sm90.run_attention(p, cta_k=cta_k))
+
+
+@gpu
+@pytest.mark.parametrize("nq,nkv,causal,align,gran,hq,hkv", [(1000, 1000, False, "bottom_right", "per_thread", 4, 4),
+                                                          (100, 1333, True, "bottom_right", "per_thread", 4, 2),
+                                                          (777, 777, True, "top_left", "per_warp", 2, 2),
+                                                          (1333, 100, True, "bottom_right", "per_warp", 4, 1)])
+def test_three_consumers_at_d64_give_the_two_consumer_bits(nq, nkv, causal, align, gran, hq, hkv):
+    """Head_dim 64 runs three consumer warpgroups on the preset's 128-key step (log seq 58); the two-consumer
+    build of the same preset must give the same output and lse, bit for bit (192- against 128-row tiles)."""
+    _needs_sm90()
+    seed = _seed()
+    q, k, v = _inputs(2, hq, hkv, nq, nkv, 64, torch.float16, "HND", seed)
+    p = ops_sm90.prepare(q, k, v, causal=causal, causal_alignment=align, granularity=gran)
+    assert ops_sm90.geometry_for(None, 64) == ops_sm90.PRESET_D64_GEOMETRY
+    three = ops_sm90.run_attention(p, return_lse=True)
+    two = ops_sm90.run_attention(p, return_lse=True, geometry=ops_sm90.PRESET_GEOMETRY)
+    assert torch.equal(three[0], two[0]) and torch.equal(three[1], two[1]), f"seed={seed}"
 
 
 @gpu
@@ -166,6 +184,13 @@ def test_parity_sweep_rows_pass_on_the_hopper_kernel(backend):
 
 def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     assert ops_sm90.geometry_for(None) == ops_sm90.geometry_for(128) == ops_sm90.PRESET_GEOMETRY
+    d64 = ops_sm90.geometry_for(None, head_dim=64)  # the preset at head_dim 64: three consumers, 128-key steps
+    assert (d64.consumers, d64.block_keys, d64.threads, d64.cta_q) == (3, 128, 512, 192) == (
+        *(ops_sm90.PRESET_D64_GEOMETRY.consumers, ops_sm90.PRESET_D64_GEOMETRY.block_keys), 512, 192)
+    assert ops_sm90.check_stages(64, None) == 6
+    assert ops_sm90.shared_memory_bytes(64, 6) == 2 * 192 * 64 + 6 * 2 * 128 * 64 + 8 * 16 + 8 + 1024
+    with pytest.raises(ValueError, match=r"geometry: Geometry\(consumers=2, block_keys=64\) is not built at head_dim 64"):
+        ops_sm90.check_stages(64, None, ops_sm90.Geometry(2, 64))
     k64 = ops_sm90.geometry_for(64)
     assert (k64.consumers, k64.block_keys, k64.threads, k64.cta_q) == (3, 64, 512, 192)
     with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for None .* or 64 keys, got 32"):

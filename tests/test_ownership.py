@@ -38,6 +38,14 @@ def test_three_consumer_rotation_fits_with_p_v_in_64_channel_passes_and_puts_thr
     assert ownership.fit(ownership.candidate("fa3_pingpong"), 64).consumer_warps_per_sm == 8
 
 
+def test_three_consumers_fit_the_preset_128_key_step_at_d64_only():
+    # 160 registers: D=64 needs O 32 + inner 32 + S 64 + row state 6 + overhead 24 = 158; D=128 needs 222
+    arch = ownership.candidate("three_consumer_preset")
+    d64, d128 = ownership.fit(arch, 64), ownership.fit(arch, 128)
+    assert d64.registers_needed == 158 and not d64.spills and d64.consumer_warps_per_sm == 12
+    assert d128.registers_needed == 222 and d128.spills
+
+
 def test_pingpong_fits_240_but_not_with_a_second_s_buffer_at_d128():
     assert not ownership.fit(ownership.candidate("fa3_pingpong"), 128).spills
     assert ownership.fit(ownership.candidate("fa3_pingpong_overlap"), 128).spills

@@ -77,7 +77,8 @@ class CudaSm90Backend(CudaBackend):
 
     name = "cuda-sm90"
 
-    #: The contract's traversal block the kernel computes (None: the preset's 128 keys); ops_sm90.geometry_for.
+    #: The contract's traversal block the kernel computes (None: the preset's 128 keys); with the head dim it
+    #: picks the kernel's geometry (ops_sm90.geometry_for).
     cta_k: int | None = None
 
     def __init__(self, granularity: str = "per_thread", check_finite: bool = False):

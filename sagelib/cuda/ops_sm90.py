@@ -7,11 +7,13 @@ fragments need (``kernels/include/attn_sm90/softmax.cuh``), then one persistent
 launch computes stages 3-7. Q, K and V^T reach the kernel through TMA tensor maps
 (:mod:`sagelib.cuda.tma`), built per call.
 
-Two geometries of the kernel (``kernels/include/attn_sm90/geometry.cuh``): two consumer
-warpgroups stepping 128 keys, the sm90 preset; and three consumer warpgroups stepping 64
-keys, which computes the sm90 preset with ``cta_k=64`` (the online-softmax step and the
-inner accumulator span 64 keys; quantization is unchanged; at head_dim 128 P.V runs in two
-halves of the channels so the accumulators fit). ``cta_k`` picks one.
+Geometries of the kernel (``kernels/include/attn_sm90/geometry.cuh``): the sm90 preset
+(128-key steps) runs two consumer warpgroups at head_dim 128 and three at head_dim 64, where
+a consumer's registers hold the 128-key step at 160 (EXPERIMENT_LOG seq 58); three consumer
+warpgroups stepping 64 keys compute the sm90 preset with ``cta_k=64`` (the online-softmax
+step and the inner accumulator span 64 keys; quantization is unchanged; at head_dim 128 P.V
+runs in two halves of the channels so the accumulators fit). ``cta_k`` and the head dim
+pick one (:func:`geometry_for`).
 
 Only an sm_90 GPU runs it (wgmma, TMA and setmaxnreg are sm_90a instructions);
 :func:`unavailable_reason` says why on any other machine.
@@ -60,14 +62,16 @@ class Geometry:
         return 64 * self.consumers
 
 
-PRESET_GEOMETRY = Geometry(consumers=2, block_keys=128)  #: the sm90 preset (cta_k 128), every head_dim
+PRESET_GEOMETRY = Geometry(consumers=2, block_keys=128)  #: the sm90 preset (cta_k 128) at head_dim 128
+PRESET_D64_GEOMETRY = Geometry(consumers=3, block_keys=128)  #: the sm90 preset at head_dim 64
 ROTATION_GEOMETRY = Geometry(consumers=3, block_keys=64)  #: three consumers, cta_k 64
 
 
-def geometry_for(cta_k: int | None) -> Geometry:
-    """The geometry that computes the sm90 preset with traversal block ``cta_k`` (None: the preset's 128)."""
+def geometry_for(cta_k: int | None, head_dim: int = 128) -> Geometry:
+    """The geometry that computes the sm90 preset with traversal block ``cta_k`` (None: the preset's 128)
+    at ``head_dim`` (64 or 128)."""
     if cta_k is None or cta_k == PRESET_GEOMETRY.block_keys:
-        return PRESET_GEOMETRY
+        return PRESET_D64_GEOMETRY if head_dim == 64 else PRESET_GEOMETRY
     if cta_k != ROTATION_GEOMETRY.block_keys:
         raise ValueError(f"cta_k: the sm_90a kernel is built for None (the preset's 128) or 64 keys, got {cta_k!r}")
     return ROTATION_GEOMETRY
@@ -100,17 +104,26 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry = PRESET_GEOMETRY) -> int:
-    """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack)."""
+def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None) -> int:
+    """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack);
+    ``geometry`` None: the preset's at ``head_dim`` (:func:`geometry_for`)."""
+    geometry = geometry or geometry_for(None, head_dim)
     tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
     return tiles + barriers + SMEM_ALIGN
 
 
-def check_stages(head_dim: int, stages: int | None, geometry: Geometry = PRESET_GEOMETRY) -> int:
-    """The K/V ring depth to build: ``stages`` if it fits in shared memory, else a ValueError."""
+def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:
+    """The K/V ring depth to build: ``stages`` if it fits in shared memory, else a ValueError; ``geometry``
+    None: the preset's at ``head_dim`` (:func:`geometry_for`)."""
+    geometry = geometry or geometry_for(None, head_dim)
     if stages is None:
-        return (instances.SM90_STAGES if geometry == PRESET_GEOMETRY else instances.SM90_K64_STAGES)[head_dim]
+        built = (head_dim, geometry.consumers, geometry.block_keys)
+        table = {**instances.SM90_STAGES, **instances.SM90_COMPARISON_STAGES}
+        if built not in table:
+            raise ValueError(f"geometry: {geometry} is not built at head_dim {head_dim}; expected one of "
+                             f"(head_dim, consumers, block_keys) {sorted(table)}")
+        return table[built]
     if not isinstance(stages, int) or stages < 2 or shared_memory_bytes(head_dim, stages, geometry) > SMEM_LIMIT:
         fits = max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry) <= SMEM_LIMIT)
         raise ValueError(f"stages: expected an int in 2..{fits} at head_dim {head_dim} (shared memory), got {stages!r}")
@@ -133,7 +146,7 @@ def _row_swizzle(row_bytes: int) -> str:
     return "128B" if row_bytes == 128 else "64B"
 
 
-def tensor_maps(p: PreparedAttention, geometry: Geometry = PRESET_GEOMETRY):
+def tensor_maps(p: PreparedAttention, geometry: Geometry):
     """The Q, K and V^T tensor maps the kernel copies tiles with (boxes of a tile's rows / a block's keys)."""
     b, h_q, n_q, width = p.q_int8.shape
     q_map = tensor_map(p.q_int8.reshape(b * h_q, n_q, width), (1, geometry.cta_q, width), _row_swizzle(width))
@@ -147,8 +160,8 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
                   geometry: Geometry | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
-    ``cta_k`` (None or 64) picks the geometry (:func:`geometry_for`): the output is the contract's
-    sm90 preset with that ``cta_k``.
+    ``cta_k`` (None or 64) and the head dim pick the geometry (:func:`geometry_for`): the output is
+    the contract's sm90 preset with that ``cta_k``.
 
     ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=1",)``
     to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``, added after those in
@@ -159,7 +172,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
-    chosen = geometry_for(cta_k)
+    chosen = geometry_for(cta_k, width)
     if geometry is not None and geometry.block_keys != chosen.block_keys:
         raise ValueError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
     geometry = geometry or chosen

@@ -5,13 +5,14 @@
 // consumer warpgroups of 64 query rows each, so a tile is 64 * CONSUMERS query rows.
 // setmaxnreg moves registers from the producer (24 per thread) to the consumers, within
 // the SM's 65,536:
-//   Sm90Geometry<2, 128>  the contract's sm90 preset (128-key steps): 128 x 24 + 2 x 128 x 240 = 64,512
+//   Sm90Geometry<2, 128>  the contract's sm90 preset (128-key steps) at head_dim 128: 128 x 24 + 2 x 128 x 240 = 64,512
 //   Sm90Geometry<3, 64>   the three-consumer rotation of notebook 01 (the sm90 preset with
 //                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
 //                         64: S 32 + inner 32 + O 32 + P 8 registers; at 128, with P.V in two
 //                         halves (sm90_pv_parts): S 32 + inner 32 + O 64 + P 8.
-//   Sm90Geometry<3, 128>  three consumers stepping the preset's 128 keys, head_dim 64 only (experiment,
-//                         EXPERIMENT_LOG seq 57): S 64 + inner 32 + O 32 + P 16 registers of 160.
+//   Sm90Geometry<3, 128>  the sm90 preset at head_dim 64 (only there: at 128 it would need 222 registers):
+//                         S 64 + inner 32 + O 32 + P 16 of 160; three softmax warps per scheduler,
+//                         1.14-1.23x the two-consumer geometry at N >= 4096 (EXPERIMENT_LOG seq 58).
 #pragma once
 
 #define SM90_WG_ROWS 64  // query rows per consumer warpgroup
