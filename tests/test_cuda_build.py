@@ -5,6 +5,7 @@ with the reason. Loading and launching need a GPU (tests/test_cuda_parity.py).
 """
 
 import shutil
+import struct
 
 import numpy as np
 import pytest
@@ -80,6 +81,27 @@ def test_nvrtc_builds_every_arch_and_caches(kernel_tree):
         assert built.lowered[name].startswith("_Z17quant_int8_kernel")
     again = build.compile_cubin(build.BuildRequest("quant_qk.cu", (name,), "sm_90"))
     assert again.from_cache
+
+
+@needs_nvrtc
+def test_cubins_are_whole_elf_files(kernel_tree):
+    """CuPy's getCUBIN drops the last byte; the build puts it back, so cuobjdump and nvdisasm can read them."""
+    built = build.compile_cubin(build.BuildRequest("quant_qk.cu", ("quant_int8_kernel<64, false, true>",), "sm_90"))
+    assert len(built.cubin) == build.elf_size(built.cubin)
+
+
+def test_whole_elf_pads_only_what_the_headers_declare():
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<QQ", header, 0x20, 64, 0)  # program headers right after the ELF header, no sections
+    struct.pack_into("<HHHH", header, 0x36, 56, 2, 64, 0)
+    whole = bytes(header) + bytes(range(1, 113))  # two 56-byte program headers: 176 bytes in all
+    assert build.elf_size(whole) == 176 and build.whole_elf(whole) == whole
+    assert build.whole_elf(whole[:-1]) == whole[:-1] + b"\0"
+    with pytest.raises(ValueError, match="cubin: 50 bytes short"):
+        build.whole_elf(whole[:-50])
+    with pytest.raises(ValueError, match="image: expected a 64-bit little-endian ELF"):
+        build.whole_elf(b"not an elf at all" * 8)
 
 
 @needs_nvrtc

@@ -9,7 +9,9 @@ live in ``$SAGELIB_KERNEL_CACHE`` (default ``~/.cache/sagelib/kernels``).
 NVRTC is driven directly (``cupy_backends.cuda.libs.nvrtc``) rather than
 through ``cupy.RawModule``: CuPy appends its own ``-arch`` option, which NVRTC 12
 refuses next to ours and which would hide the ``a`` of ``sm_90a``. Compiling
-needs no GPU; loading the cubin does (:func:`load_function`).
+needs no GPU; loading the cubin does (:func:`load_function`). CuPy's ``getCUBIN``
+drops the cubin's last byte (it strips a string's trailing NUL); the driver loads
+such a cubin, but cuobjdump and nvdisasm refuse it, so :func:`whole_elf` puts it back.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -160,9 +163,38 @@ def _nvrtc_compile(request: BuildRequest) -> tuple[bytes, dict[str, str]]:
         except nvrtc.NVRTCError:
             raise KernelCompileError(format_compile_log(request, nvrtc.getProgramLog(program))) from None
         lowered = {name: nvrtc.getLoweredName(program, name) for name in request.name_expressions}
-        return nvrtc.getCUBIN(program), lowered
+        return whole_elf(nvrtc.getCUBIN(program)), lowered
     finally:
         nvrtc.destroyProgram(program)
+
+
+def elf_size(image: bytes) -> int:
+    """The bytes a 64-bit little-endian ELF image declares: its header, program and section
+    headers, and every section's contents (what a complete file holds)."""
+    if image[:4] != b"\x7fELF" or len(image) < 64 or image[4] != 2 or image[5] != 1:
+        raise ValueError(f"image: expected a 64-bit little-endian ELF, got {image[:8]!r}")
+    ph_off, sh_off = struct.unpack_from("<QQ", image, 0x20)
+    ph_size, ph_count, sh_size, sh_count = struct.unpack_from("<HHHH", image, 0x36)
+    end = max(64, ph_off + ph_size * ph_count, sh_off + sh_size * sh_count)
+    for i in range(sh_count):
+        at = sh_off + i * sh_size
+        if at + 0x28 > len(image):
+            break
+        kind, = struct.unpack_from("<I", image, at + 4)
+        offset, size = struct.unpack_from("<QQ", image, at + 0x18)
+        if kind != 8:  # SHT_NOBITS occupies no bytes in the file
+            end = max(end, offset + size)
+    return end
+
+
+def whole_elf(cubin: bytes) -> bytes:
+    """``cubin`` padded with NULs to the size its ELF headers declare (CuPy's getCUBIN returns it one
+    byte short, a NUL it takes for a string terminator); unchanged when already whole."""
+    missing = elf_size(cubin) - len(cubin)
+    if missing > 8:
+        raise ValueError(f"cubin: {missing} bytes short of what its ELF headers declare; expected at most "
+                         "the one byte CuPy's getCUBIN drops. Rebuild with a clean $SAGELIB_KERNEL_CACHE")
+    return cubin + b"\0" * max(0, missing)
 
 
 _DIAGNOSTIC = re.compile(r"^(?P<file>[^\s()]+)\((?P<line>\d+)\): (?P<text>.*)$")
