@@ -30,7 +30,6 @@ SCHEDULES = {
     "cvt-bias": ("-DSM90_CVT_BIAS=1",),
     "turn=softmax": ("-DSM90_TURN_IS_SOFTMAX=1",),
     "pass-at-issue": ("-DSM90_PASS_AFTER_WAIT=0",),
-    "qk-before-pv": ("-DSM90_QK_BEFORE_PV=1",),
     "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
     "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
     "d64-overlap": ("-DSM90_D64_OVERLAP=1",),

@@ -40,7 +40,8 @@
 // tile) gave the same bits and 0.99-1.01x end to end, and was removed (seq 51; tree cdb850d).
 // Streaming block j+1's Q.K^T into block j's softmax (n64 or n32 pieces issued into the score
 // registers the exp pass has consumed) cost the softmax ~250-300 cycles per piece and measured
-// 0.80-0.93x, and was removed (seq 56; tree 4762e59).
+// 0.80-0.93x, and was removed (seq 56; tree 4762e59). Issuing the batch's Q.K^T before its P.V
+// shortened the fold by what it added to the wait (0.99-1.00x) and was removed (seq 62; tree cb64006).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
@@ -60,12 +61,6 @@
 #endif
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
-#endif
-// The batch's order: P.V of block j, then Q.K^T of block j+1 (0, the default), or Q.K^T first (1),
-// so the scores reach the registers while P.V still runs and only the inner accumulator lands at
-// the wait that the fold follows (experiment, EXPERIMENT_LOG seq 60).
-#ifndef SM90_QK_BEFORE_PV
-#define SM90_QK_BEFORE_PV 0
 #endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
@@ -250,15 +245,13 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   if (has_next) c.smem.ring.consumer_wait(c.ring);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
-  constexpr bool QK_FIRST = SM90_QK_BEFORE_PV && PARTS == 1;
-  if (QK_FIRST && has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
   if (SM90_ABLATE_PV) {
 #pragma unroll
     for (int i = 0; i < D / 2 / PARTS; ++i) inner[i] = 0.0f;
   } else {
     issue_pv<D / PARTS>(inner, p, c.smem.v[stage]);
   }
-  if (!QK_FIRST && has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
+  if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
   if constexpr (PARTS == 2) {  // the first half completes (before the scores), folds, frees inner
     if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();
     else wgmma_wait<0>();
