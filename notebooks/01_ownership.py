@@ -285,6 +285,44 @@ else:
     display(Markdown("No recording `data/results/*-sm90-sweep-d64-three-consumers.json` to show."))
 
 # %% [markdown]
+# ## The next step at head_dim 128 (proposed, not built): softmax and P.V in separate warpgroups
+# At D=128 no third consumer fits, and the traced chain of a consumer is its softmax, then its own
+# wgmma batch, then the fold. `sagelib.role_split` models the split the log proposes next
+# (record sm90-role-split): softmax warpgroups that own S, P and the row state and hand P (e4m3, in
+# the wgmma A layout) and alpha to P.V warpgroups through shared memory; the P.V warpgroups own O,
+# run P.V with P from shared memory in two 64-channel passes, fold and store. The table is the
+# register fit per role; the chart projects the softmax warpgroup's period from the recorded trace
+# with its softmax unchanged or slowed by the P.V warpgroups beside it. Projections, not results.
+
+# %%
+from sagelib import role_split
+
+split = role_split.RoleSplit(head_dim=128)
+results.add("role split: registers (model)", split.table())
+plots.table(split.table())
+display(Markdown(f"Registers per CTA: {split.cta_registers:,} of {role_split.SM_REGISTERS:,} "
+                 f"({'fits' if split.fits else 'does not fit'}); P and alpha tiles: {split.p_smem_bytes:,} bytes. "
+                 f"One P.V pass over all 128 channels would need "
+                 f"{role_split.RoleSplit(head_dim=128, pv_channels=128).cta_registers:,}."))
+trace_doc, trace_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-turns-batch-order")
+if trace_doc is not None:
+    gemm_cycles = 2 * 64 * 128 * 128 / ownership.H200.wgmma_8bit_ops_per_clk  # one 64 x 128 x 128 product
+    traced = role_split.traced_costs(trace_doc["traces"], "trace 2:32:8192:128", tensor_per_gemm=gemm_cycles)
+    split_rows = [{"softmax": f"softmax +{s:.0%}", **role_split.projected_period(traced, softmax_slowdown=1 + s)}
+                  for s in (0.0, 0.1, 0.2, 0.3)]
+    results.add("role split: projected period", split_rows)
+    display(Markdown(f"Phase costs: the D=128 trace kept in `{trace_path.name}` (medians, cycles per block): "
+                     f"softmax {traced.softmax:g}, turn {traced.turn:g}, issue {traced.issue:g}, "
+                     f"wait {traced.wait:g}, fold {traced.fold:g}."))
+    fig = plots.grouped_bars([r["softmax"] for r in split_rows],
+                             {"speedup (projection)": [r["speedup (projection)"] for r in split_rows]},
+                             ylabel="projected speed over today's kernel", value_format="%.2f",
+                             title="Softmax and P.V in separate warpgroups, D=128: projection from the trace")
+    results.figure(fig, "role_split_projection")
+else:
+    display(Markdown("No recorded trace (`data/results/*-sm90-sweep-turns-batch-order.json`) to project from."))
+
+# %% [markdown]
 # ## What the schedule experiments on the built kernel measured (recorded sweeps)
 # Every build variant `scripts/sweep_sm90.py` timed on the H200, as its speed against the
 # baseline build of the same call (kernel only; ratios across calls would mix in the card's
