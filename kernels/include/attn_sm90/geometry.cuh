@@ -11,8 +11,8 @@
 //                         64: S 32 + inner 32 + O 32 + P 8 registers; at 128, with P.V in two
 //                         halves (sm90_pv_parts): S 32 + inner 32 + O 64 + P 8.
 //   Sm90Geometry<4, 128>  head_dim 128 in two roles (roles.cuh; experiment, EXPERIMENT_LOG seq 65-66): two
-//                         softmax warpgroups at 112 registers, two P.V warpgroups at 120:
-//                         128 x 24 + 2 x 128 x 112 + 2 x 128 x 120 = 62,464
+//                         softmax and two P.V warpgroups at 112 registers, within the 640 x 96 = 61,440 the
+//                         launch gives: 128 x 24 + 4 x 128 x 112 = 60,416
 //   Sm90Geometry<3, 128>  the sm90 preset at head_dim 64 (only there: at 128 it would need 222 registers):
 //                         S 64 + inner 32 + O 32 + P 16 of 160; three softmax warps per scheduler,
 //                         1.14-1.23x the two-consumer geometry at N >= 4096 (EXPERIMENT_LOG seq 58).
@@ -42,10 +42,13 @@ struct Sm90Geometry {
   static constexpr int Q_SLOT_WARPS = 4 * ROW_GROUPS;       // arrivals that release the Q slot
   // what the producer leaves, shared by the consumers in setmaxnreg's multiples of 8: 240 or 160
   static constexpr int CONSUMER_REGS = (SM90_SM_REGS - 128 * SM90_PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
-  // the role split shares it unevenly: S 64 + row state for a softmax thread, O 64 + inner 32 for a P.V one
-  static constexpr int SOFTMAX_REGS = 120, PV_REGS = 120;
-  static_assert(!ROLE_SPLIT || 128 * (SM90_PRODUCER_REGS + 2 * (SOFTMAX_REGS + PV_REGS)) <= SM90_SM_REGS,
-                "the role split's registers exceed the SM's");
+  // The role split shares the CTA's registers evenly between its roles. setmaxnreg moves registers
+  // within what the launch gave the CTA (THREADS x LAUNCH_REGS, 640 x 96 here), not the SM's 65,536:
+  // a claim beyond that pool waits forever.
+  static constexpr int LAUNCH_REGS = SM90_SM_REGS / THREADS / 8 * 8;
+  static constexpr int SOFTMAX_REGS = 112, PV_REGS = 112;
+  static_assert(!ROLE_SPLIT || 128 * (SM90_PRODUCER_REGS + 2 * (SOFTMAX_REGS + PV_REGS)) <= THREADS * LAUNCH_REGS,
+                "the role split claims more registers than the launch gives the CTA");
   static constexpr int S_REGS = BLOCK_KEYS / 2;             // the 64 x BLOCK_KEYS int32 scores over a warpgroup
   static constexpr int PV_STEPS = BLOCK_KEYS / 32;          // k32 steps of P.V per block (4 A words each)
 };
