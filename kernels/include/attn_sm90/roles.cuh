@@ -114,6 +114,7 @@ SAGE_DEVICE void softmax_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEY
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   RingPosition<SM90_PAIR_SLOTS> out_at;
+  bool first_tile = true;
   for (;;) {
     smem.q_slots.consumer_wait(q_at);
     const int slot = q_at.stage;
@@ -144,29 +145,40 @@ SAGE_DEVICE void softmax_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEY
     const float q_mult = a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e;
     const int full_blocks = unmasked_key_blocks(KEYS, a.n_kv, causal, warp_row0, a.shift);
     const QOperand<D> q{q_desc, {}};
+    const Tracer trace{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && pair == 0 && first_tile
+                           ? a.trace + warp * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS : nullptr};
+    first_tile = false;
     i32 s[S_REGS];
     smem.ring.consumer_wait(ring);
     issue_scores<D>(s, q, smem.k[ring.stage]);
+    float k_ahead = k_scale[0];  // block j's k scale, loaded one block ahead (its latency off the chain)
     wgmma_wait<0>();
     wgmma_pin(s);
     for (int j = 0; j < blocks; ++j) {
-      const float k_mult = k_scale[k_stride * (j / (SM90_K_GROUP_KEYS / KEYS))];
+      trace.stamp(j, TRACE_START);
+      const float k_mult = k_ahead;
+      k_ahead = k_scale[k_stride * (min(j + 1, blocks - 1) / (SM90_K_GROUP_KEYS / KEYS))];
       warp_release(&smem.ring.empty[ring.stage]);  // this warpgroup's Q.K^T of block j has read K
       ring.advance();
       const BlockMask mask{j * KEYS, warp_row0, lane, a.n_kv, a.shift, causal};
       u32 p[S_REGS / 16][4];
       if (j >= full_blocks) sm90_online_softmax<true>(s, mask, q_mult * k_mult, m, l, alpha, p);
       else sm90_online_softmax<false>(s, mask, q_mult * k_mult, m, l, alpha, p);
+      trace.stamp(j, TRACE_SOFTMAX_DONE);
       const bool has_next = j + 1 < blocks;
       if (has_next) {  // S is consumed: its registers take the next block's scores while P goes out
         smem.ring.consumer_wait(ring);
         issue_scores<D>(s, q, smem.k[ring.stage]);
       }
+      trace.stamp(j, TRACE_TURN);
       ch.slots[pair].producer_wait(out_at);
+      trace.stamp(j, TRACE_ISSUED);
       store_p<KEYS>(ch.message[pair][out_at.stage].p, p, t);
       post_message(ch, pair, out_at, t, ti, j, blocks, alpha, m, l);
+      trace.stamp(j, TRACE_COMPLETE);
       wgmma_wait<0>();  // unconditional: a wait on a divergent path serialises every wgmma (ptxas C7518)
       wgmma_pin(s);
+      trace.stamp(j, TRACE_FOLDED);
     }
     warp_release(q_empty);  // every Q.K^T of this tile has completed
   }
@@ -185,6 +197,7 @@ SAGE_DEVICE void pv_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEYS> &c
   RingPosition<STAGES> ring;
   RingPosition<SM90_PAIR_SLOTS> in_at;
   float o[D / 2];
+  int traced_tile = -1;  // SM90_TRACE builds: CTA 0's first tile, P.V warpgroup 0 (trace rows 4-7)
   for (;;) {
     ch.slots[pair].consumer_wait(in_at);
     int *header = ch.header[pair][in_at.stage];
@@ -197,22 +210,31 @@ SAGE_DEVICE void pv_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEYS> &c
 #pragma unroll
       for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
     }
+    if (traced_tile < 0) traced_tile = ti;
+    const Tracer trace{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && pair == 0 && ti == traced_tile
+                           ? a.trace + (4 + warp) * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS : nullptr};
+    trace.stamp(j, TRACE_START);
     if (blocks > 0) {
       smem.ring.consumer_wait(ring);
+      trace.stamp(j, TRACE_SOFTMAX_DONE);
       const u8 *p_tile = ch.message[pair][in_at.stage].p, *v_tile = smem.v[ring.stage];
       float inner[32];
       issue_pv_from_smem<KEYS>(inner, p_tile, v_tile);
       wgmma_wait<0>();
       wgmma_pin(inner);
+      trace.stamp(j, TRACE_TURN);
       fold_block<D, 2, 0>(o, alpha, inner);
       issue_pv_from_smem<KEYS>(inner, p_tile, v_tile + D / 2 * KEYS);
+      trace.stamp(j, TRACE_ISSUED);
       wgmma_wait<0>();
       wgmma_pin(inner);
+      trace.stamp(j, TRACE_COMPLETE);
       warp_release(&smem.ring.empty[ring.stage]);
       ring.advance();
       fold_block<D, 2, 1>(o, alpha, inner);
     }
     warp_release(&ch.slots[pair].empty[in_at.stage]);
+    trace.stamp(j, TRACE_FOLDED);
     in_at.advance();
     if (j + 1 >= blocks) {  // the tile's last message (or its only one, blocks = 0): O is final
       const Tile tile = tiles(ti);
