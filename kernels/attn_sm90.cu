@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     smem.q_slots.init(G::Q_SLOT_WARPS);
     if (G::ROLE_SPLIT)
       for (int pair = 0; pair < 2; ++pair) {
-        mbarrier_init(&channels.slots[pair].full[0], 128), mbarrier_init(&channels.slots[pair].full[1], 128);
+        mbarrier_init(&channels.slots[pair].full[0], 4), mbarrier_init(&channels.slots[pair].full[1], 4);
         mbarrier_init(&channels.slots[pair].empty[0], 4), mbarrier_init(&channels.slots[pair].empty[1], 4);
       }
     mbarrier_init_fence();

@@ -10,8 +10,8 @@
 //
 // so the softmax's chain per block is its softmax and the next block's Q.K^T, not P.V and the fold.
 // Pair k is softmax warpgroup k and P.V warpgroup k; they talk through SM90_PAIR_SLOTS message
-// slots (full: the 128 softmax threads arrive, each after fence.proxy.async so the P.V wgmma read
-// what they wrote; empty: the 4 P.V warps arrive once P.V has read the slot). A message says which tile and
+// slots (full: the 4 softmax warps arrive, their threads each after fence.proxy.async so the P.V
+// wgmma read what they wrote; empty: the 4 P.V warps arrive once P.V has read the slot). A message says which tile and
 // block it carries; a tile with no key blocks sends one with blocks = 0 (its rows are written as
 // the contract's blind rows), and SM90_NO_TILE ends the P.V warpgroup's walk.
 // Thread t of a P.V warpgroup holds the same rows of O as thread t of its softmax warpgroup holds
@@ -21,6 +21,16 @@
 #pragma once
 #include "mainloop.cuh"
 
+// 1: post the message before issuing the next block's Q.K^T (the proxy fence then has no wgmma in
+// flight to wait behind); 0: issue first, so Q.K^T runs while P goes out (experiment).
+#ifndef SM90_SPLIT_POST_FIRST
+#define SM90_SPLIT_POST_FIRST 0
+#endif
+// 1: the two softmax warpgroups take turns over their softmax phase (pingpong.cuh), so each runs
+// with the exp2 unit to itself (experiment).
+#ifndef SM90_SPLIT_TURNS
+#define SM90_SPLIT_TURNS 0
+#endif
 #define SM90_PAIR_SLOTS 2  // message slots per pair: block j+1's P is written while P.V reads block j's
 
 // One message: P (64 rows x KEYS e4m3, K-major with the 128-byte swizzle: the P.V wgmma's A
@@ -97,7 +107,7 @@ SAGE_DEVICE void post_message(RoleChannels<KEYS> &ch, int pair, RingPosition<SM9
     atomicExch(&header[0], tile), atomicExch(&header[1], j), atomicExch(&header[2], blocks);
   }
   fence_proxy_async();
-  mbarrier_arrive(&ch.slots[pair].full[at.stage]);
+  warp_release(&ch.slots[pair].full[at.stage]);  // __syncwarp orders the lanes' writes before lane 0's arrive
   at.advance();
 }
 
@@ -114,6 +124,8 @@ SAGE_DEVICE void softmax_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEY
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   RingPosition<SM90_PAIR_SLOTS> out_at;
+  const PingPong<2> turns(pair);  // SM90_SPLIT_TURNS: the two softmax warpgroups' softmaxes alternate
+  if (SM90_SPLIT_TURNS) turns.start(pair);
   bool first_tile = true;
   for (;;) {
     smem.q_slots.consumer_wait(q_at);
@@ -162,11 +174,13 @@ SAGE_DEVICE void softmax_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEY
       ring.advance();
       const BlockMask mask{j * KEYS, warp_row0, lane, a.n_kv, a.shift, causal};
       u32 p[S_REGS / 16][4];
+      if (SM90_SPLIT_TURNS) turns.wait_turn();
       if (j >= full_blocks) sm90_online_softmax<true>(s, mask, q_mult * k_mult, m, l, alpha, p);
       else sm90_online_softmax<false>(s, mask, q_mult * k_mult, m, l, alpha, p);
+      if (SM90_SPLIT_TURNS) turns.pass_turn();
       trace.stamp(j, TRACE_SOFTMAX_DONE);
       const bool has_next = j + 1 < blocks;
-      if (has_next) {  // S is consumed: its registers take the next block's scores while P goes out
+      if (has_next && !SM90_SPLIT_POST_FIRST) {  // S is consumed: its registers take the next block's scores
         smem.ring.consumer_wait(ring);
         issue_scores<D>(s, q, smem.k[ring.stage]);
       }
@@ -175,6 +189,10 @@ SAGE_DEVICE void softmax_role(Smem &smem, RoleChannels<Smem::Geometry::BLOCK_KEY
       trace.stamp(j, TRACE_ISSUED);
       store_p<KEYS>(ch.message[pair][out_at.stage].p, p, t);
       post_message(ch, pair, out_at, t, ti, j, blocks, alpha, m, l);
+      if (has_next && SM90_SPLIT_POST_FIRST) {
+        smem.ring.consumer_wait(ring);
+        issue_scores<D>(s, q, smem.k[ring.stage]);
+      }
       trace.stamp(j, TRACE_COMPLETE);
       wgmma_wait<0>();  // unconditional: a wait on a divergent path serialises every wgmma (ptxas C7518)
       wgmma_pin(s);
