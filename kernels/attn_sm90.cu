@@ -25,7 +25,6 @@
 // aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B).
 #include "attn_sm90/mainloop.cuh"
 #include "attn_sm90/producer.cuh"
-#include "attn_sm90/roles.cuh"
 #include "hopper/warpgroup_regs.cuh"
 
 template <int D, int STAGES, typename G>
@@ -52,22 +51,13 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     float sm_scale_log2e, int *tile_counter, u64 *trace) {
   using G = Sm90Geometry<CONSUMERS, BLOCK_KEYS>;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
-  static_assert(D == 64 || CONSUMERS != 3 || BLOCK_KEYS == 64, "three consumers with 128-key steps: head_dim 64 only");
-  static_assert(D == 128 || CONSUMERS != 4, "the role split: head_dim 128 only");
+  static_assert(D == 64 || CONSUMERS == 2 || BLOCK_KEYS == 64, "three consumers with 128-key steps: head_dim 64 only");
   extern __shared__ u8 smem_raw[];
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
   Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);
-  // The role split's message slots follow the tiles, at the next 1024-byte boundary (roles.cuh).
-  RoleChannels<BLOCK_KEYS> &channels = *reinterpret_cast<RoleChannels<BLOCK_KEYS> *>(
-      smem_raw + pad + (sizeof(Sm90Smem<D, STAGES, G>) + SM90_SMEM_ALIGN - 1) / SM90_SMEM_ALIGN * SM90_SMEM_ALIGN);
   if (threadIdx.x == 0) {
     smem.ring.init(G::CONSUMER_WARPS);
-    smem.q_slots.init(G::Q_SLOT_WARPS);
-    if (G::ROLE_SPLIT)
-      for (int pair = 0; pair < 2; ++pair) {
-        mbarrier_init(&channels.slots[pair].full[0], 4), mbarrier_init(&channels.slots[pair].full[1], 4);
-        mbarrier_init(&channels.slots[pair].empty[0], 4), mbarrier_init(&channels.slots[pair].empty[1], 4);
-      }
+    smem.q_slots.init(G::CONSUMER_WARPS);
     mbarrier_init_fence();
   }
   __syncthreads();
@@ -80,19 +70,8 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
                          causal_shift);
     return;
   }
-  const ConsumerArgs args{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
-                          k_groups, flags, causal_shift, sm_scale_log2e, trace};
-  if constexpr (G::ROLE_SPLIT) {
-    const int wg = warpgroup_index() - 1;  // 0, 1: softmax; 2, 3: P.V
-    if (wg < 2) {
-      warpgroup_regs_claim<G::SOFTMAX_REGS>();
-      softmax_role<D, STAGES>(smem, channels, tiles, args, wg);
-    } else {
-      warpgroup_regs_claim<G::PV_REGS>();
-      pv_role<D, STAGES>(smem, channels, tiles, args, wg - 2);
-    }
-  } else {
-    warpgroup_regs_claim<G::CONSUMER_REGS>();
-    consume<D, STAGES>(smem, tiles, args);
-  }
+  warpgroup_regs_claim<G::CONSUMER_REGS>();
+  consume<D, STAGES>(smem, tiles,
+                     ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
+                                  k_groups, flags, causal_shift, sm_scale_log2e, trace});
 }

@@ -285,14 +285,15 @@ else:
     display(Markdown("No recording `data/results/*-sm90-sweep-d64-three-consumers.json` to show."))
 
 # %% [markdown]
-# ## The next step at head_dim 128 (proposed, not built): softmax and P.V in separate warpgroups
+# ## Softmax and P.V in separate warpgroups at head_dim 128: projected, built, slower
 # At D=128 no third consumer fits, and the traced chain of a consumer is its softmax, then its own
-# wgmma batch, then the fold. `sagelib.role_split` models the split the log proposes next
-# (record sm90-role-split): softmax warpgroups that own S, P and the row state and hand P (e4m3, in
-# the wgmma A layout) and alpha to P.V warpgroups through shared memory; the P.V warpgroups own O,
-# run P.V with P from shared memory in two 64-channel passes, fold and store. The table is the
-# register fit per role; the chart projects the softmax warpgroup's period from the recorded trace
-# with its softmax unchanged or slowed by the P.V warpgroups beside it. Projections, not results.
+# wgmma batch, then the fold. `sagelib.role_split` models a split (record sm90-role-split): softmax
+# warpgroups that own S, P and the row state and hand P (e4m3, in the wgmma A layout) and alpha to
+# P.V warpgroups through shared memory; the P.V warpgroups own O, run P.V with P from shared memory
+# in two 64-channel passes, fold and store. The table is the register fit per role; the chart
+# projects the softmax warpgroup's period from the recorded trace. It was then built (log seq 66):
+# same bits, but 0.61-0.75x, because the hand-off cost ~900-1700 cycles per block, not ~60, and the
+# softmax ran ~1600-2200 cycles, not ~1100. The measured rows follow the projection.
 
 # %%
 from sagelib import role_split
@@ -321,6 +322,14 @@ if trace_doc is not None:
     results.figure(fig, "role_split_projection")
 else:
     display(Markdown("No recorded trace (`data/results/*-sm90-sweep-turns-batch-order.json`) to project from."))
+built_doc, built_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-role-split")
+if built_doc is not None:
+    built_rows = [{"shape": r["shape"], "variant": r["variant"].replace("default", "two consumers (the kernel)"),
+                   "kernel-only TOPS": r["tops"], "against the kernel": r["vs_preset"], "same bits": r["bit_identical"]}
+                  for r in built_doc["rows"]]
+    results.add("role split: built (recorded)", built_rows)
+    display(Markdown(f"Built and measured: `{built_path.name}` ({built_doc['date']}, {built_doc['device']['name']})."))
+    plots.table(built_rows)
 
 # %% [markdown]
 # ## What the schedule experiments on the built kernel measured (recorded sweeps)

@@ -1,5 +1,6 @@
-"""The next structural step for the Hopper kernel at head_dim 128, as a model: softmax and P.V in
-separate warpgroups (proposed, not built; EXPERIMENT_LOG, experiment sm90-role-split).
+"""A structural step for the Hopper kernel at head_dim 128, as a model: softmax and P.V in separate
+warpgroups (EXPERIMENT_LOG, experiment sm90-role-split: proposed as seq 65, built and closed as seq 66,
+0.61-0.75x; the model's two assumptions, a cheap P hand-off and an unchanged softmax, both failed).
 
 Today every consumer warpgroup owns a whole chain per 128-key block: Q.K^T, the softmax, P.V and
 the fold into O. The trace at D=128 (notes/kernels.md) puts ~1090 of its ~2240 cycles in the softmax
@@ -13,7 +14,9 @@ registers of 160), so the lever left is to take P.V and the fold off the softmax
 
 This module works out whether the registers fit (setmaxnreg per role, multiples of 8, within the
 SM's 65,536) and projects the softmax warpgroup's period from the measured phase costs. The
-projection is arithmetic, not a result.
+projection is arithmetic, not a result. Built, the CTA could claim only the 640 x 96 registers its
+launch got (so 112 per role, and the P.V warpgroups spilled); the trace put the hand-off at
+~900-1700 cycles per block and the softmax at ~1600-2200.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ HEAD_DIMS = (64, 128)
 #: compute the preset with cta_k 64. Two consumers at head_dim 64 (the default until log seq 58)
 #: stay buildable for comparison, not built by `sagelib kernels check`.
 SM90_STAGES = {(128, 2, 128): 4, (64, 3, 128): 6, (64, 3, 64): 8, (128, 3, 64): 6}
-SM90_COMPARISON_STAGES = {(64, 2, 128): 6, (128, 4, 128): 4}  # (128, 4, 128): the role split, an experiment
+SM90_COMPARISON_STAGES = {(64, 2, 128): 6}
 
 INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),

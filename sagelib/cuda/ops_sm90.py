@@ -58,22 +58,13 @@ class Geometry:
         return 128 * (self.consumers + 1)
 
     @property
-    def role_split(self) -> bool:  # two softmax and two P.V warpgroups (kernels/include/attn_sm90/roles.cuh)
-        return self.consumers == 4
-
-    @property
     def cta_q(self) -> int:  # query rows per tile
-        return 64 * (2 if self.role_split else self.consumers)
+        return 64 * self.consumers
 
 
 PRESET_GEOMETRY = Geometry(consumers=2, block_keys=128)  #: the sm90 preset (cta_k 128) at head_dim 128
 PRESET_D64_GEOMETRY = Geometry(consumers=3, block_keys=128)  #: the sm90 preset at head_dim 64
 ROTATION_GEOMETRY = Geometry(consumers=3, block_keys=64)  #: three consumers, cta_k 64
-#: experiment (head_dim 128): softmax and P.V in separate warpgroups, through run_attention(geometry=...)
-SPLIT_GEOMETRY = Geometry(consumers=4, block_keys=128)
-#: the role split's message slots (roles.cuh RoleChannels: 2 pairs x 2 slots x (P tile + 128 x 8 floats),
-#: their mbarriers and headers, 1024-byte aligned), after the Sm90Smem struct at the next 1024-byte boundary
-SPLIT_CHANNEL_BYTES = -(-(2 * 2 * (64 * 128 + 128 * 8 * 4) + 2 * 2 * 2 * 8 + 2 * 2 * 4 * 4) // 1024) * 1024
 
 
 def geometry_for(cta_k: int | None, head_dim: int = 128) -> Geometry:
@@ -119,8 +110,6 @@ def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = 
     geometry = geometry or geometry_for(None, head_dim)
     tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
-    if geometry.role_split:
-        return -(-(tiles + barriers) // SMEM_ALIGN) * SMEM_ALIGN + SPLIT_CHANNEL_BYTES + SMEM_ALIGN
     return tiles + barriers + SMEM_ALIGN
 
 

@@ -10,9 +10,6 @@
 //                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
 //                         64: S 32 + inner 32 + O 32 + P 8 registers; at 128, with P.V in two
 //                         halves (sm90_pv_parts): S 32 + inner 32 + O 64 + P 8.
-//   Sm90Geometry<4, 128>  head_dim 128 in two roles (roles.cuh; experiment, EXPERIMENT_LOG seq 65-66): two
-//                         softmax and two P.V warpgroups at 112 registers, within the 640 x 96 = 61,440 the
-//                         launch gives: 128 x 24 + 4 x 128 x 112 = 60,416
 //   Sm90Geometry<3, 128>  the sm90 preset at head_dim 64 (only there: at 128 it would need 222 registers):
 //                         S 64 + inner 32 + O 32 + P 16 of 160; three softmax warps per scheduler,
 //                         1.14-1.23x the two-consumer geometry at N >= 4096 (EXPERIMENT_LOG seq 58).
@@ -28,27 +25,15 @@
 
 template <int CONSUMERS_, int BLOCK_KEYS_>
 struct Sm90Geometry {
-  static_assert((CONSUMERS_ == 2 && BLOCK_KEYS_ == 128) || CONSUMERS_ == 3 || (CONSUMERS_ == 4 && BLOCK_KEYS_ == 128),
-                "built geometries: 2 consumers x 128-key steps, 3 consumers x 64- or 128-key steps, "
-                "4 consumers in two roles x 128-key steps");
+  static_assert((CONSUMERS_ == 2 && BLOCK_KEYS_ == 128) || CONSUMERS_ == 3,
+                "built geometries: 2 consumers x 128-key steps, 3 consumers x 64- or 128-key steps");
   static constexpr int CONSUMERS = CONSUMERS_;
   static constexpr int BLOCK_KEYS = BLOCK_KEYS_;            // keys per ring stage = the traversal block (cta_k)
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
-  // <4, 128>: two softmax and two P.V warpgroups (roles.cuh); the other geometries' consumers do both
-  static constexpr bool ROLE_SPLIT = CONSUMERS == 4;
-  static constexpr int ROW_GROUPS = ROLE_SPLIT ? 2 : CONSUMERS;  // warpgroups that own 64 rows' softmax
-  static constexpr int CTA_Q = SM90_WG_ROWS * ROW_GROUPS;   // query rows per tile
-  static constexpr int CONSUMER_WARPS = 4 * CONSUMERS;      // arrivals that release a K/V stage
-  static constexpr int Q_SLOT_WARPS = 4 * ROW_GROUPS;       // arrivals that release the Q slot
+  static constexpr int CTA_Q = SM90_WG_ROWS * CONSUMERS;    // query rows per tile
+  static constexpr int CONSUMER_WARPS = 4 * CONSUMERS;      // arrivals that release a stage or the Q slot
   // what the producer leaves, shared by the consumers in setmaxnreg's multiples of 8: 240 or 160
   static constexpr int CONSUMER_REGS = (SM90_SM_REGS - 128 * SM90_PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
-  // The role split shares the CTA's registers evenly between its roles. setmaxnreg moves registers
-  // within what the launch gave the CTA (THREADS x LAUNCH_REGS, 640 x 96 here), not the SM's 65,536:
-  // a claim beyond that pool waits forever.
-  static constexpr int LAUNCH_REGS = SM90_SM_REGS / THREADS / 8 * 8;
-  static constexpr int SOFTMAX_REGS = 112, PV_REGS = 112;
-  static_assert(!ROLE_SPLIT || 128 * (SM90_PRODUCER_REGS + 2 * (SOFTMAX_REGS + PV_REGS)) <= THREADS * LAUNCH_REGS,
-                "the role split claims more registers than the launch gives the CTA");
   static constexpr int S_REGS = BLOCK_KEYS / 2;             // the 64 x BLOCK_KEYS int32 scores over a warpgroup
   static constexpr int PV_STEPS = BLOCK_KEYS / 32;          // k32 steps of P.V per block (4 A words each)
 };

@@ -42,6 +42,8 @@
 // registers the exp pass has consumed) cost the softmax ~250-300 cycles per piece and measured
 // 0.80-0.93x, and was removed (seq 56; tree 4762e59). Issuing the batch's Q.K^T before its P.V
 // shortened the fold by what it added to the wait (0.99-1.00x) and was removed (seq 62; tree cb64006).
+// Splitting the consumers into softmax and P.V warpgroups (P handed over through shared memory,
+// Sm90Geometry<4, 128>) gave the same bits at 0.61-0.75x and was removed (seq 66; tree 3d28825).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
