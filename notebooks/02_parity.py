@@ -17,7 +17,7 @@
 # K smoothing + INT8 K + V to e4m3 in one persistent launch (`quant_kv.cu`), and the
 # portable mma.sync attention kernel (`attn_mma.cu`, the contract's `sm89` geometry).
 # The `cuda-sm90` backend runs the same quantizers with the `sm90` geometry and the
-# Hopper kernel (`attn_sm90.cu`: TMA, wgmma, two consumer warpgroups); its sweep is the
+# Hopper kernel (`attn_sm90.cu`: TMA, wgmma, two consumer warpgroups, three at head_dim 64); its sweep is the
 # last section. Each has a contract twin. This report checks them stage by stage on fresh random
 # inputs:
 #
