@@ -301,7 +301,7 @@ from sagelib import role_split
 split = role_split.RoleSplit(head_dim=128)
 results.add("role split: registers (model)", split.table())
 plots.table(split.table())
-display(Markdown(f"Registers per CTA: {split.cta_registers:,} of {role_split.SM_REGISTERS:,} "
+display(Markdown(f"Registers per CTA: {split.cta_registers:,} of the {split.launch_pool:,} a 640-thread launch gets "
                  f"({'fits' if split.fits else 'does not fit'}); P and alpha tiles: {split.p_smem_bytes:,} bytes. "
                  f"One P.V pass over all 128 channels would need "
                  f"{role_split.RoleSplit(head_dim=128, pv_channels=128).cta_registers:,}."))

@@ -12,10 +12,10 @@ registers of 160), so the lever left is to take P.V and the fold off the softmax
   in the wgmma A layout) and alpha to a double-buffered shared tile;
 * **P.V warpgroups** own O: P.V with P from shared memory, the fold, and the epilogue.
 
-This module works out whether the registers fit (setmaxnreg per role, multiples of 8, within the
-SM's 65,536) and projects the softmax warpgroup's period from the measured phase costs. The
-projection is arithmetic, not a result. Built, the CTA could claim only the 640 x 96 registers its
-launch got (so 112 per role, and the P.V warpgroups spilled); the trace put the hand-off at
+This module works out whether the registers fit (setmaxnreg per role, multiples of 8, within what
+the launch gives the CTA) and projects the softmax warpgroup's period from the measured phase costs. The
+projection is arithmetic, not a result. Built, the roles got 112 registers each (the P.V
+warpgroups spilled); the trace put the hand-off at
 ~900-1700 cycles per block and the softmax at ~1600-2200.
 """
 
@@ -69,8 +69,16 @@ class RoleSplit:
         return WARPGROUP * (self.producer_regs + self.softmax_groups * (self.softmax_cap + self.pv_cap))
 
     @property
+    def launch_pool(self) -> int:
+        """What setmaxnreg can share out: the registers the launch gives the CTA (threads x the per-thread
+        count a one-CTA-per-SM launch gets, a multiple of 8), not the SM's 65,536 (the built kernel
+        hung when its claims exceeded it)."""
+        threads = WARPGROUP * (1 + 2 * self.softmax_groups)
+        return threads * (SM_REGISTERS // threads // 8 * 8)
+
+    @property
     def fits(self) -> bool:
-        return self.cta_registers <= SM_REGISTERS and max(self.softmax_cap, self.pv_cap) <= 256
+        return self.cta_registers <= self.launch_pool and max(self.softmax_cap, self.pv_cap) <= 256
 
     @property
     def p_smem_bytes(self) -> int:

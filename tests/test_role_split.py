@@ -9,7 +9,8 @@ def test_registers_fit_with_p_v_in_64_channel_passes_only():
     split = role_split.RoleSplit()
     # softmax: S 64 + row state 8 + overhead 24 = 96; P.V: O 64 + inner 32 + 6 + overhead 24 = 126 -> 128
     assert (split.softmax_cap, split.pv_cap) == (96, 128)
-    assert split.cta_registers == 128 * (24 + 2 * (96 + 128)) == 60416 and split.fits
+    assert split.cta_registers == 128 * (24 + 2 * (96 + 128)) == 60416
+    assert split.launch_pool == 640 * 96 == 61440 and split.fits  # 65536 / 640 threads -> 96 each
     whole = role_split.RoleSplit(pv_channels=128)  # one P.V pass: inner 64 -> 158 -> 160
     assert whole.pv_cap == 160 and whole.cta_registers == 128 * (24 + 2 * (96 + 160)) and not whole.fits
     assert split.p_smem_bytes == 2 * 2 * 64 * (128 + 4)
