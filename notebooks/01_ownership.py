@@ -373,10 +373,16 @@ else:
 # with 128-key blocks; cta_k 64 with 64-key blocks): fewer, longer tiles; their rows are marked.
 
 # %%
-balance_problems = [tile_balance.Problem(b, heads, n, d, True, cta_q=192 if d == 64 else 128)  # ops_sm90.geometry_for
-                    for b, n in ((2, 16384), (4, 8192), (1, 4096), (32, 1024)) for d in head_dims]  # non-causal: all tie
-balance_problems += [tile_balance.Problem(b, heads, n, 128, True, cta_q=192, block_keys=64)  # ops_sm90.ROTATION_GEOMETRY
-                     for b, n in ((2, 16384), (32, 1024))]
+from sagelib.cuda import ops_sm90  # the kernel's geometries (importable without a GPU or CuPy)
+
+
+def balance_problem(b, n, d, geometry):  # causal: non-causal tiles are equal and every schedule ties
+    return tile_balance.Problem(b, heads, n, d, True, cta_q=geometry.cta_q, block_keys=geometry.block_keys)
+
+
+balance_problems = [balance_problem(b, n, d, ops_sm90.geometry_for(None, d))
+                    for b, n in ((2, 16384), (4, 8192), (1, 4096), (32, 1024)) for d in head_dims]
+balance_problems += [balance_problem(b, n, 128, ops_sm90.ROTATION_GEOMETRY) for b, n in ((2, 16384), (32, 1024))]
 balance_rows = tile_balance.balance_table(balance_problems)
 results.add("tile scheduler balance (model)", balance_rows)
 schedules = [k for k in balance_rows[0] if k != "shape"]

@@ -185,8 +185,8 @@ def test_parity_sweep_rows_pass_on_the_hopper_kernel(backend):
 def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     assert ops_sm90.geometry_for(None) == ops_sm90.geometry_for(128) == ops_sm90.PRESET_GEOMETRY
     d64 = ops_sm90.geometry_for(None, head_dim=64)  # the preset at head_dim 64: three consumers, 128-key steps
-    assert (d64.consumers, d64.block_keys, d64.threads, d64.cta_q) == (3, 128, 512, 192) == (
-        *(ops_sm90.PRESET_D64_GEOMETRY.consumers, ops_sm90.PRESET_D64_GEOMETRY.block_keys), 512, 192)
+    assert d64 == ops_sm90.PRESET_D64_GEOMETRY
+    assert (d64.consumers, d64.block_keys, d64.threads, d64.cta_q) == (3, 128, 512, 192)
     assert ops_sm90.check_stages(64, None) == 6
     assert ops_sm90.shared_memory_bytes(64, 6) == 2 * 192 * 64 + 6 * 2 * 128 * 64 + 8 * 16 + 8 + 1024
     with pytest.raises(ValueError, match=r"geometry: Geometry\(consumers=2, block_keys=64\) is not built at head_dim 64"):
