@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     warpgroup_regs_release<SM90_PRODUCER_REGS>();
     if (threadIdx.x == 0)
       produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, smem, tiles, tile_counter, heads_kv, n_q, n_kv, causal,
-                         causal_shift);
+                         causal_shift, trace);
     return;
   }
   warpgroup_regs_claim<G::CONSUMER_REGS>();

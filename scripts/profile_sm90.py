@@ -5,6 +5,7 @@ Usage (sm_90 host):
         python3 scripts/profile_sm90.py --shape 2:32:8192:128
     python3 scripts/profile_sm90.py --seconds 3     # a steady load (for nvidia-smi clock readings)
     python3 scripts/profile_sm90.py --trace         # the consumer warps' phase timeline (SM90_TRACE build)
+    python3 scripts/profile_sm90.py --trace --shape 32:32:1024:128   # ... and the cost of each tile change
     python3 scripts/profile_sm90.py --shape 2:32:8192:64 --cta-k 64 --trace   # the three-consumer geometry
 """
 
@@ -43,7 +44,30 @@ def print_trace(p, options, cta_k=None) -> int:
     steady = t[0, 8:40]
     period = float((steady[1:, 0] - steady[:-1, 0]).float().median())
     print(f"median block period, warp 0: {period:.0f} cycles")
+    print_tile_walk(t, t0)
     return 0
+
+
+def print_tile_walk(t, t0: int) -> None:
+    """CTA 0's first tiles: where a tile's cycles go beside its key blocks (trace.cuh, tile rows)."""
+    rows = t[:, ops_sm90.TRACE_BLOCKS:]
+    print("tile walk, cycles; consumer: slot wait | prologue to first scores | blocks (per block) | epilogue")
+    for warp in (0, 4):
+        print(f"consumer warpgroup {warp // 4}, warp 0:")
+        for i in range(rows.shape[1]):
+            s = [int(x) for x in rows[warp, i, :5]]
+            if s[0] == 0 or s[4] == 0:
+                break
+            blocks = s[3] - s[2] if s[2] else 0  # a tile with no key block has no first scores
+            print(f"  tile {i:2d} at {s[0] - t0:9d}  slot {s[1] - s[0]:6d} | prologue {s[2] - s[1]:5d} | "
+                  f"blocks {blocks:7d} | epilogue {s[4] - s[3]:5d} | whole {s[4] - s[0]:7d}")
+    producer = rows[ops_sm90.TRACE_PRODUCER]
+    print("producer: slot freed | Q issued | first K/V issued | last K/V issued (from the slot's release)")
+    for i in range(producer.shape[0]):
+        s = [int(x) for x in producer[i, :4]]
+        if s[0] == 0:
+            break
+        print(f"  tile {i:2d} at {s[0] - t0:9d}  Q {s[1] - s[0]:6d} | first K/V {s[2] - s[0]:7d} | last K/V {s[3] - s[0]:7d}")
 
 
 def main(argv=None) -> int:

@@ -252,6 +252,17 @@ def test_bad_input_is_refused_with_the_fix():
         ops_sm90.attention(q.float(), q.float(), q.float())
 
 
+def test_a_trace_buffer_of_the_wrong_shape_is_refused_before_launch():
+    from types import SimpleNamespace
+    prepared = SimpleNamespace(q_int8=torch.zeros(1, 2, 8, 128, dtype=torch.int8),
+                               k_int8=torch.zeros(1, 2, 8, 128, dtype=torch.int8))
+    old_shape = torch.zeros(8, 64, 6, dtype=torch.int64)  # the layout before the tile rows
+    with pytest.raises(ValueError, match=r"trace: expected an int64 tensor of shape \(9, 96, 6\)"):
+        ops_sm90.run_attention(prepared, trace=old_shape)
+    with pytest.raises(ValueError, match="got torch.int32"):
+        ops_sm90.run_attention(prepared, trace=torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int32))
+
+
 def test_unavailable_reason_names_the_alternative(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 9))

@@ -43,7 +43,8 @@ Q_SLOTS = 2  #: Q tiles in shared memory (kernels/include/attn_sm90/geometry.cuh
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
-TRACE_SHAPE = (8, 64, 6)  #: consumer warps x key blocks x phase points (kernels/include/attn_sm90/trace.cuh)
+TRACE_BLOCKS, TRACE_PRODUCER = 64, 8  #: the block rows and the producer's warp slot of the trace
+TRACE_SHAPE = (9, 64 + 32, 6)  #: warps (8 consumer, the producer) x (key blocks, tiles) x points (attn_sm90/trace.cuh)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,9 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     if geometry is not None and geometry.block_keys != chosen.block_keys:
         raise ValueError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
     geometry = geometry or chosen
+    if trace is not None and (tuple(trace.shape) != TRACE_SHAPE or trace.dtype != torch.int64):
+        raise ValueError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (ops_sm90.TRACE_SHAPE), "
+                         f"got {trace.dtype} {tuple(trace.shape)}")
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)

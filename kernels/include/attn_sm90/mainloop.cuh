@@ -284,7 +284,11 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   RingPosition<SM90_Q_SLOTS> q_at;
   const PingPong<G::CONSUMERS> turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
-  for (bool first_tile = true;; first_tile = false) {
+  u64 *const trace_warp = wg < 2 ? trace_rows(a.trace, 4 * wg + warp) : nullptr;  // the buffer holds two warpgroups
+  const TileTracer tile_trace{trace_warp != nullptr ? trace_warp + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS : nullptr};
+  for (int walked = 0;; ++walked) {
+    const bool first_tile = walked == 0;
+    tile_trace.stamp(walked, TILE_WAIT);
     // The producer hands over each tile (and its Q) through the Q slots in turn; SM90_NO_TILE ends.
     smem.q_slots.consumer_wait(q_at);
     const int slot = q_at.stage;
@@ -297,6 +301,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     const int warp_row0 = q0 + SM90_WG_ROWS * wg + 16 * warp, row0 = warp_row0 + lane / 4;
     const int blocks = visible_key_blocks(q0, G::CTA_Q, a.n_q, a.n_kv, causal, a.shift, G::BLOCK_KEYS);
     const i64 bh = (i64)tile.batch * tiles.heads + tile.head, bhk = (i64)tile.batch * a.heads_kv + hk;
+    tile_trace.stamp(walked, TILE_TAKEN);
 
     float o[D / 2], m[2], l[2];
 #pragma unroll
@@ -312,10 +317,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
                                       a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e, 0.0f, blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, warp_row0, a.shift),
                                       warp_row0, lane, a.n_kv, a.shift, causal,
-                                      Tracer{SM90_TRACE && a.trace != nullptr && blockIdx.x == 0 && first_tile &&
-                                                     wg < 2  // the trace buffer holds two warpgroups
-                                                 ? a.trace + (4 * wg + warp) * SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
-                                                 : nullptr}};
+                                      Tracer{first_tile ? trace_warp : nullptr}};
       c.k_ahead = c.load_k_scale(0);
       c.q.load(q_tile, t);
       if (SM90_Q_IN_REGISTERS) warp_release(q_empty);  // the slot may take another tile's Q now
@@ -331,8 +333,10 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       } else {
         wgmma_wait<0>();
         wgmma_pin(sa);
+        tile_trace.stamp(walked, TILE_FIRST_SCORES);
         for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
       }
+      tile_trace.stamp(walked, TILE_BLOCKS_DONE);
       if (!SM90_Q_IN_REGISTERS) warp_release(q_empty);  // every Q.K^T of this tile has completed
     } else {
       warp_release(q_empty);  // a blind tile: only its index came through the slot
@@ -340,5 +344,6 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     sm90_store_output<D>(o, m, l, a.v_scale + bhk * D, a.out + tile.batch * a.o_sb + tile.head * a.o_sh, a.o_sn,
                          a.lse != nullptr ? a.lse + bh * a.n_q : nullptr, row0, a.n_q, lane,
                          a.flags & SM90_OUT_BF16, causal, a.shift);
+    tile_trace.stamp(walked, TILE_STORED);
   }
 }

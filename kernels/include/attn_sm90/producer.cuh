@@ -13,6 +13,7 @@
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
 #include "scheduler.cuh"
+#include "trace.cuh"
 
 struct AttnMaps {
   const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D
@@ -35,7 +36,7 @@ SAGE_DEVICE void hand_over_tile(Smem &smem, int slot, int tile) {
 // tile's Q, and then its first K/V stages, load while the consumers finish this tile.
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles,
-                         int *tile_counter, int heads_kv, int n_q, int n_kv, bool causal, int shift) {
+                         int *tile_counter, int heads_kv, int n_q, int n_kv, bool causal, int shift, u64 *trace) {
   using G = typename Smem::Geometry;
   tma_prefetch_descriptor(maps.q);
   tma_prefetch_descriptor(maps.k);
@@ -43,8 +44,12 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   const int group = tiles.heads / heads_kv;
-  for (int t = tiles.first();; q_at.advance()) {
+  u64 *const trace_rows_here = trace_rows(trace, SM90_TRACE_PRODUCER);
+  const TileTracer tile_trace{trace_rows_here != nullptr ? trace_rows_here + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
+                                                         : nullptr};
+  for (int t = tiles.first(), walked = 0;; q_at.advance(), ++walked) {
     smem.q_slots.producer_wait(q_at);  // the consumers are done with this slot's last tile
+    tile_trace.stamp(walked, PRODUCER_SLOT_FREE);
     const int slot = q_at.stage;
     u64 *q_full = &smem.q_slots.full[slot];
     if (!tiles.valid(t)) {
@@ -64,13 +69,16 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
       mbarrier_arrive_expect_tx(q_full, sizeof(smem.q[0]));
       tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
     }
+    tile_trace.stamp(walked, PRODUCER_Q_ISSUED);
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);
       mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
       tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * G::BLOCK_KEYS, hk, tile.batch);
       tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * G::BLOCK_KEYS, 0, hk, tile.batch);
       ring.advance();
+      if (j == 0) tile_trace.stamp(walked, PRODUCER_FIRST_KV);
     }
+    tile_trace.stamp(walked, PRODUCER_LAST_KV);
     t = next;
   }
 }
