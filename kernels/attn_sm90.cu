@@ -22,7 +22,8 @@
 // cta_k = 64).
 // Shared memory: SM90_Q_SLOTS x Q (CTA_Q x D: the next tile's Q loads while this tile
 // runs), STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
-// aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B).
+// aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B);
+// then SM90_Q_SLOTS x D fp32 V channel scales, the barriers and the slots' tile indices.
 #include "attn_sm90/mainloop.cuh"
 #include "attn_sm90/producer.cuh"
 #include "hopper/warpgroup_regs.cuh"
@@ -33,6 +34,7 @@ struct Sm90Smem {
   u8 q[SM90_Q_SLOTS][G::CTA_Q * D];
   u8 k[STAGES][G::BLOCK_KEYS * D];
   u8 v[STAGES][D * G::BLOCK_KEYS];
+  float v_scale[SM90_Q_SLOTS][D];  // each Q slot's tile's V channel scales (its epilogue's), copied with its Q
   RingBarriers<STAGES> ring;
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
@@ -66,8 +68,8 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   if (warpgroup_index() == 0) {
     warpgroup_regs_release<SM90_PRODUCER_REGS>();
     if (threadIdx.x == 0)
-      produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, smem, tiles, tile_counter, heads_kv, n_q, n_kv, causal,
-                         causal_shift, trace);
+      produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, v_scale, smem, tiles, tile_counter, heads_kv, n_q, n_kv,
+                         causal, causal_shift, trace);
     return;
   }
   warpgroup_regs_claim<G::CONSUMER_REGS>();

@@ -49,18 +49,26 @@ def print_trace(p, options, cta_k=None) -> int:
 
 
 def print_tile_walk(t, t0: int) -> None:
-    """CTA 0's first tiles: where a tile's cycles go beside its key blocks (trace.cuh, tile rows)."""
+    """CTA 0's first tiles: where a tile's cycles go beside its key blocks (trace.cuh, tile rows).
+
+    A tile is taken (its Q slot waited for, its index decoded) before the previous tile's
+    epilogue when the kernel has a second Q slot, so "start" counts from the later of the
+    take and the previous tile's end."""
     rows = t[:, ops_sm90.TRACE_BLOCKS:]
-    print("tile walk, cycles; consumer: slot wait | prologue to first scores | blocks (per block) | epilogue")
+    print("tile walk, cycles; consumer: take | start to first scores | blocks | epilogue | tile end to tile end")
     for warp in (0, 4):
         print(f"consumer warpgroup {warp // 4}, warp 0:")
+        stored = None
         for i in range(rows.shape[1]):
             s = [int(x) for x in rows[warp, i, :5]]
             if s[0] == 0 or s[4] == 0:
                 break
-            blocks = s[3] - s[2] if s[2] else 0  # a tile with no key block has no first scores
-            print(f"  tile {i:2d} at {s[0] - t0:9d}  slot {s[1] - s[0]:6d} | prologue {s[2] - s[1]:5d} | "
-                  f"blocks {blocks:7d} | epilogue {s[4] - s[3]:5d} | whole {s[4] - s[0]:7d}")
+            begin = max(s[1], stored) if stored is not None else s[1]
+            first = s[2] if s[2] else s[3]  # a tile with no key block has no first scores
+            period = s[4] - stored if stored is not None else s[4] - s[0]
+            print(f"  tile {i:2d} at {s[0] - t0:9d}  take {s[1] - s[0]:6d} | start {first - begin:5d} | "
+                  f"blocks {s[3] - first:7d} | epilogue {s[4] - s[3]:5d} | period {period:7d}")
+            stored = s[4]
     producer = rows[ops_sm90.TRACE_PRODUCER]
     print("producer: slot freed | Q issued | first K/V issued | last K/V issued (from the slot's release)")
     for i in range(producer.shape[0]):

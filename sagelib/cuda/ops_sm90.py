@@ -110,8 +110,9 @@ def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = 
     ``geometry`` None: the preset's at ``head_dim`` (:func:`geometry_for`)."""
     geometry = geometry or geometry_for(None, head_dim)
     tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
+    channel_scales = Q_SLOTS * head_dim * 4  # each Q slot's V channel scales (fp32)
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
-    return tiles + barriers + SMEM_ALIGN
+    return tiles + channel_scales + barriers + SMEM_ALIGN
 
 
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:

@@ -66,6 +66,13 @@
 #endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
+// The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
+// division, and with a second Q slot it takes the next tile (the slot wait, the decode, the
+// loads of its q and first k scale) before the current tile's epilogue, whose stores then
+// cover those latencies. SM90_VSCALE_SMEM=1 has the producer copy each tile's V channel scales
+// into its Q slot (the slot is then released after the epilogue instead of after the last
+// Q.K^T); 0 reads them from global memory in the epilogue (geometry.cuh).
+#define SM90_TAKE_EARLY (SM90_Q_SLOTS > 1)
 
 struct ConsumerArgs {
   const float *q_scale, *k_scale, *v_scale;
@@ -134,6 +141,57 @@ struct BlockContext {
 SAGE_DEVICE int unmasked_key_blocks(int keys, int n_kv, bool causal, int warp_row0, int shift) {
   const int in_range = n_kv / keys;
   return causal ? min(in_range, max(0, warp_row0 + shift + 1) / keys) : in_range;
+}
+
+// A tile taken from its Q slot (take_tile), with the loads its first block needs in flight. The
+// walk's tile w is in Q slot w % SM90_Q_SLOTS (the slots go round in order).
+struct TakenTile {
+  int index, blocks;        // index: SM90_NO_TILE (not valid()) ends the walk
+  float q_mult, k_scale0;   // this thread's q scale * sm_scale * log2e, and block 0's k scale
+};
+
+// Where a tile puts this thread (scheduler.cuh's decode).
+struct TilePlace {
+  Tile tile;
+  int q0, warp_row0, blocks;
+  i64 bh, bhk;  // (batch, query head), (batch, kv head)
+};
+
+template <typename G>
+SAGE_DEVICE TilePlace place_tile(const TileScheduler<G> &tiles, const ConsumerArgs &a, const FastDivisor &by_group,
+                                 int index, int wg, int warp) {
+  const Tile tile = tiles(index);
+  const int q0 = tile.qblock * G::CTA_Q;
+  return TilePlace{tile, q0, q0 + SM90_WG_ROWS * wg + 16 * warp,
+                   visible_key_blocks(q0, G::CTA_Q, a.n_q, a.n_kv, a.flags & SM90_CAUSAL, a.shift, G::BLOCK_KEYS),
+                   (i64)tile.batch * tiles.heads + tile.head, (i64)tile.batch * a.heads_kv + by_group.div(tile.head)};
+}
+
+// This thread's k scale of the first k group of its (batch, kv head): per_thread, lane % 4's group.
+SAGE_DEVICE const float *thread_k_scales(const ConsumerArgs &a, i64 bhk, int lane) {
+  return a.k_scale + bhk * a.k_groups + (a.flags & SM90_PER_THREAD ? lane % 4 : 0);
+}
+
+// Waits for the next Q slot and decodes its tile; starts the loads of the tile's q and first k scale.
+template <typename Smem>
+SAGE_DEVICE TakenTile take_tile(Smem &smem, RingPosition<SM90_Q_SLOTS> &q_at,
+                                const TileScheduler<typename Smem::Geometry> &tiles, const ConsumerArgs &a,
+                                const FastDivisor &by_group, int wg, int warp, int lane) {
+  smem.q_slots.consumer_wait(q_at);
+  const int slot = q_at.stage;
+  q_at.advance();
+  TakenTile t{__shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile[slot], 0) : 0, 0), 0, 0.0f, 0.0f};
+  if (tiles.valid(t.index)) {
+    const TilePlace at = place_tile(tiles, a, by_group, t.index, wg, warp);
+    t.blocks = at.blocks;
+    if (t.blocks > 0) {
+      const bool per_thread = a.flags & SM90_PER_THREAD;
+      const int q_group = min(per_thread ? (at.warp_row0 / 16) * 8 + lane / 4 : at.warp_row0 / 16, a.q_groups - 1);
+      t.q_mult = a.q_scale[at.bh * a.q_groups + q_group] * a.sm_scale_log2e;
+      t.k_scale0 = *thread_k_scales(a, at.bhk, lane);
+    }
+  }
+  return t;
 }
 
 // S = Q . K^T over the block's S_REGS * 2 keys.
@@ -226,24 +284,35 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
 
 // One S buffer (the default): block j's completed scores are in `s`; after the softmax,
 // P.V of block j and Q.K^T of block j+1 go to the tensor cores back to back, and the other
-// consumer warpgroup's softmax runs meanwhile. The trace stamps cost nothing unless
-// SM90_TRACE is set.
+// consumer warpgroup's softmax runs meanwhile. A block step is two halves, so that the
+// tile's last batch (another Q operand, or no Q.K^T) is a copy of the short second half
+// outside the loop rather than a branch inside it: the loop body stays the size it was
+// (a larger one measured 0.86-0.94x everywhere, log seq 68). The trace stamps cost nothing
+// unless SM90_TRACE is set.
+
+// Block j's first half: the softmax, P as A fragments; returns the block's ring stage.
 template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i32 (&s)[S_REGS], float (&o)[D / 2],
-                                      float (&m)[2], float (&l)[2]) {
+SAGE_DEVICE int block_step_softmax(BlockContext<D, STAGES, Smem> &c, int j, const i32 (&s)[S_REGS], float (&m)[2],
+                                   float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
   c.trace.stamp(j, TRACE_START);
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   c.ring.advance();
-  float alpha[2];
-  u32 p[S_REGS / 16][4];
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
   if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
+  return stage;
+}
+
+// Block j's second half: the wgmma batch (P.V of block j; with has_next, Q.K^T of the next
+// ring stage with Q operand `q` into `s`), its wait, the stage's release and the fold.
+template <int D, int STAGES, typename Smem, int S_REGS>
+SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int stage, const float (&alpha)[2],
+                                  const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2], bool has_next,
+                                  const QOperand<D> &q) {
   constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
   float inner[D / 2 / PARTS];
-  const bool has_next = j + 1 < c.blocks;
   if (has_next) c.smem.ring.consumer_wait(c.ring);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
@@ -253,7 +322,7 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   } else {
     issue_pv<D / PARTS>(inner, p, c.smem.v[stage]);
   }
-  if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
+  if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, q, c.smem.k[c.ring.stage]);
   if constexpr (PARTS == 2) {  // the first half completes (before the scores), folds, frees inner
     if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();
     else wgmma_wait<0>();
@@ -273,77 +342,88 @@ SAGE_DEVICE void consume_block_serial(BlockContext<D, STAGES, Smem> &c, int j, i
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
+// Every block of a tile.
+template <int D, int STAGES, typename Smem, int S_REGS>
+SAGE_DEVICE void consume_blocks_serial(BlockContext<D, STAGES, Smem> &c, i32 (&s)[S_REGS], float (&o)[D / 2],
+                                       float (&m)[2], float (&l)[2]) {
+  for (int j = 0;; ++j) {
+    float alpha[2];
+    u32 p[S_REGS / 16][4];
+    const int stage = block_step_softmax(c, j, s, m, l, alpha, p);
+    if (j + 1 == c.blocks) {
+      block_step_batch(c, j, stage, alpha, p, s, o, false, c.q);
+      return;
+    }
+    block_step_batch(c, j, stage, alpha, p, s, o, true, c.q);
+  }
+}
+
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles, const ConsumerArgs &a) {
   using G = typename Smem::Geometry;
   const int wg = warpgroup_index() - 1;  // 0 .. G::CONSUMERS - 1
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-  const bool causal = a.flags & SM90_CAUSAL, per_thread = a.flags & SM90_PER_THREAD;
-  const int group = tiles.heads / a.heads_kv;
+  const bool causal = a.flags & SM90_CAUSAL;
+  const FastDivisor by_group(tiles.heads / a.heads_kv);
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   const PingPong<G::CONSUMERS> turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
   u64 *const trace_warp = wg < 2 ? trace_rows(a.trace, 4 * wg + warp) : nullptr;  // the buffer holds two warpgroups
   const TileTracer tile_trace{trace_warp != nullptr ? trace_warp + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS : nullptr};
-  for (int walked = 0;; ++walked) {
-    const bool first_tile = walked == 0;
+  // The producer hands over each tile (its index, its Q and channel scales) through the Q slots in turn.
+  const auto take = [&](int walked) {
     tile_trace.stamp(walked, TILE_WAIT);
-    // The producer hands over each tile (and its Q) through the Q slots in turn; SM90_NO_TILE ends.
-    smem.q_slots.consumer_wait(q_at);
-    const int slot = q_at.stage;
-    q_at.advance();
-    u64 *q_empty = &smem.q_slots.empty[slot];
-    const int ti = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile[slot], 0) : 0, 0);  // producer.cuh
-    if (!tiles.valid(ti)) break;
-    const Tile tile = tiles(ti);
-    const int q0 = tile.qblock * G::CTA_Q, hk = tile.head / group;
-    const int warp_row0 = q0 + SM90_WG_ROWS * wg + 16 * warp, row0 = warp_row0 + lane / 4;
-    const int blocks = visible_key_blocks(q0, G::CTA_Q, a.n_q, a.n_kv, causal, a.shift, G::BLOCK_KEYS);
-    const i64 bh = (i64)tile.batch * tiles.heads + tile.head, bhk = (i64)tile.batch * a.heads_kv + hk;
+    const TakenTile taken = take_tile(smem, q_at, tiles, a, by_group, wg, warp, lane);
     tile_trace.stamp(walked, TILE_TAKEN);
-
+    return taken;
+  };
+  TakenTile next = take(0);
+  for (int walked = 0; tiles.valid(next.index); ++walked) {
+    const TakenTile cur = next;
+    const int slot = walked % SM90_Q_SLOTS;  // the slots go round in order
+    const TilePlace at = place_tile(tiles, a, by_group, cur.index, wg, warp);
+    u64 *const q_empty = &smem.q_slots.empty[slot];
     float o[D / 2], m[2], l[2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
-    if (blocks > 0) {
-      const int q_group = min(per_thread ? (warp_row0 / 16) * 8 + lane / 4 : warp_row0 / 16, a.q_groups - 1);
+    if (cur.blocks > 0) {
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
-                                      a.k_scale + bhk * a.k_groups + (per_thread ? lane % 4 : 0), per_thread ? 4 : 1,
-                                      a.q_scale[bh * a.q_groups + q_group] * a.sm_scale_log2e, 0.0f, blocks,
-                                      unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, warp_row0, a.shift),
-                                      warp_row0, lane, a.n_kv, a.shift, causal,
-                                      Tracer{first_tile ? trace_warp : nullptr}};
-      c.k_ahead = c.load_k_scale(0);
+                                      thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
+                                      cur.q_mult, cur.k_scale0, cur.blocks,
+                                      unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
+                                      at.warp_row0, lane, a.n_kv, a.shift, causal,
+                                      Tracer{walked == 0 ? trace_warp : nullptr}};
       c.q.load(q_tile, t);
-      if (SM90_Q_IN_REGISTERS) warp_release(q_empty);  // the slot may take another tile's Q now
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
-        for (int j = 0; j < blocks; j += 2) {
+        for (int j = 0; j < cur.blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
-          if (j + 1 < blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
         wgmma_pin(sa);
         tile_trace.stamp(walked, TILE_FIRST_SCORES);
-        for (int j = 0; j < blocks; ++j) consume_block_serial(c, j, sa, o, m, l);
+        consume_blocks_serial(c, sa, o, m, l);
       }
       tile_trace.stamp(walked, TILE_BLOCKS_DONE);
-      if (!SM90_Q_IN_REGISTERS) warp_release(q_empty);  // every Q.K^T of this tile has completed
-    } else {
-      warp_release(q_empty);  // a blind tile: only its index came through the slot
     }
-    sm90_store_output<D>(o, m, l, a.v_scale + bhk * D, a.out + tile.batch * a.o_sb + tile.head * a.o_sh, a.o_sn,
-                         a.lse != nullptr ? a.lse + bh * a.n_q : nullptr, row0, a.n_q, lane,
+    if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
+    if (SM90_TAKE_EARLY) next = take(walked + 1);  // another slot: its latencies go under the epilogue
+    sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
+                         a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
+                         a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
                          a.flags & SM90_OUT_BF16, causal, a.shift);
+    if (SM90_VSCALE_SMEM) warp_release(q_empty);  // its Q and channel scales are read
     tile_trace.stamp(walked, TILE_STORED);
+    if (!SM90_TAKE_EARLY) next = take(walked + 1);
   }
 }

@@ -1,8 +1,8 @@
 // The producer warp of the sm_90a attention kernel: one elected thread issues every
 // TMA copy; the other 127 threads of warpgroup 0 only give their registers away.
 //
-// Per tile: its G::CTA_Q query rows once (into a Q slot, released by the consumers after
-// their last Q.K^T), then for each visible key block one ring stage holding the
+// Per tile: its G::CTA_Q query rows and its D V channel scales once (into a Q slot, released
+// by the consumers after their epilogue), then for each visible key block one ring stage holding the
 // block's G::BLOCK_KEYS keys of K (keys x D, K-major) and V^T (D x keys), announced to the
 // stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
 // still count in the box's bytes, so the count is the full box every time.
@@ -30,12 +30,12 @@ SAGE_DEVICE void hand_over_tile(Smem &smem, int slot, int tile) {
   atomicExch(&smem.q_tile[slot], tile);
 }
 
-// Every tile goes through a Q slot (the slots in turn), its index in smem.q_tile: with its Q
-// when it has key blocks, alone when it has none (blind rows: the consumers write zeros), and
-// SM90_NO_TILE after the last one, which ends the consumers' walk. With two slots the next
+// Every tile goes through a Q slot (the slots in turn), its index in smem.q_tile: with its V
+// channel scales (the epilogue's) and its Q when it has key blocks (blind rows: the consumers
+// write zeros), and SM90_NO_TILE after the last one, which ends the consumers' walk. With two slots the next
 // tile's Q, and then its first K/V stages, load while the consumers finish this tile.
 template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles,
+SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale, Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles,
                          int *tile_counter, int heads_kv, int n_q, int n_kv, bool causal, int shift, u64 *trace) {
   using G = typename Smem::Geometry;
   tma_prefetch_descriptor(maps.q);
@@ -63,12 +63,11 @@ SAGE_DEVICE void produce(const AttnMaps &maps, Smem &smem, const TileScheduler<t
     const int blocks = visible_key_blocks(q0, G::CTA_Q, n_q, n_kv, causal, shift, G::BLOCK_KEYS);
     const int hk = tile.head / group;
     hand_over_tile(smem, slot, t);
-    if (blocks == 0) {
-      mbarrier_arrive(q_full);
-    } else {
-      mbarrier_arrive_expect_tx(q_full, sizeof(smem.q[0]));
-      tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
-    }
+    const u32 scale_bytes = SM90_VSCALE_SMEM ? sizeof(smem.v_scale[0]) : 0;
+    mbarrier_arrive_expect_tx(q_full, scale_bytes + (blocks > 0 ? sizeof(smem.q[0]) : 0));
+    if (SM90_VSCALE_SMEM)
+      bulk_load(smem.v_scale[slot], v_scale + ((i64)tile.batch * heads_kv + hk) * D, scale_bytes, q_full);
+    if (blocks > 0) tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
     tile_trace.stamp(walked, PRODUCER_Q_ISSUED);
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);

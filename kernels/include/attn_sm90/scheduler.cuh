@@ -20,6 +20,24 @@
 #endif
 #define SM90_NO_TILE 0x7fffffff  // handed over after the last tile: not valid()
 
+// Division by a divisor fixed for the launch, as a multiply-high and a shift: the consumers
+// decode a tile on their own path (the trace put the four runtime divisions of a tile change,
+// each an I2F + MUFU.RCP chain on the exp2 unit, at several hundred cycles). For 0 <= n < 2^31
+// and d = divisor > 1 with p = ceil(log2 d): multiplier = ceil(2^(31+p) / d) < 2^32, and
+// n * multiplier / 2^(31+p) exceeds n / d by less than n / 2^(31+p) < 1 / d, which cannot
+// carry the quotient past the next integer.
+struct FastDivisor {
+  u32 divisor, multiplier, shift;
+  SAGE_DEVICE explicit FastDivisor(int d) : divisor(d), multiplier(0), shift(0) {
+    if (d > 1) {
+      const u32 p = 32 - __clz(d - 1);
+      multiplier = static_cast<u32>(((1ull << (31 + p)) + d - 1) / d);
+      shift = p - 1;
+    }
+  }
+  SAGE_DEVICE int div(int n) const { return divisor == 1 ? n : static_cast<int>(__umulhi(n, multiplier) >> shift); }
+};
+
 struct Tile {
   int qblock, head, batch;
 };
@@ -38,11 +56,12 @@ template <typename G>
 struct TileScheduler {
   int q_blocks, heads, pairs, tiles, window;  // pairs: (batch, head) pairs; window: pairs per causal window
   bool causal;
+  FastDivisor by_q_blocks, by_heads, by_window, by_span;  // span: the tiles of a full causal window
 
   SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int batch, bool causal_)
       : q_blocks(ceil_div(n_q, G::CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
         window(SM90_CAUSAL_WINDOW ? max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1)))) : 1),
-        causal(causal_) {}
+        causal(causal_), by_q_blocks(q_blocks), by_heads(heads_q), by_window(window), by_span(window * q_blocks) {}
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
   // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
@@ -55,15 +74,17 @@ struct TileScheduler {
   SAGE_DEVICE Tile operator()(int tile) const {
     int bh, qblock;
     if (causal) {  // window w holds pairs [w * window, ...): rank r of every pair, then rank r + 1
-      const int span = window * q_blocks, w = tile / span, in_window = tile % span;
+      const int w = by_span.div(tile), in_window = tile - w * static_cast<int>(by_span.divisor);
       const int here = min(window, pairs - w * window);  // the last window may be short
-      bh = w * window + in_window % here;
-      qblock = q_blocks - 1 - in_window / here;
+      const int rank = here == window ? by_window.div(in_window) : in_window / here;
+      bh = w * window + in_window - rank * here;
+      qblock = q_blocks - 1 - rank;
     } else {
-      bh = tile / q_blocks;
-      qblock = tile % q_blocks;
+      bh = by_q_blocks.div(tile);
+      qblock = tile - bh * q_blocks;
     }
-    return Tile{qblock, bh % heads, bh / heads};
+    const int batch = by_heads.div(bh);
+    return Tile{qblock, bh - batch * heads, batch};
   }
 };
 

@@ -29,10 +29,12 @@ enum TracePoint : int {
   TRACE_FOLDED = 5,        // O updated, stage released
 };
 
-// A consumer warp's tile t (the t-th of its walk):
+// A consumer warp's tile t (the t-th of its walk). With a second Q slot the tile is taken
+// before tile t-1's epilogue (mainloop.cuh SM90_TAKE_EARLY), so its first two points come
+// before tile t-1's last.
 enum TilePoint : int {
   TILE_WAIT = 0,           // before the wait for the tile's Q slot
-  TILE_TAKEN = 1,          // slot full, tile decoded
+  TILE_TAKEN = 1,          // slot full, tile decoded, its scale loads issued
   TILE_FIRST_SCORES = 2,   // the first block's Q.K^T completed
   TILE_BLOCKS_DONE = 3,    // every block folded
   TILE_STORED = 4,         // output stored

@@ -1,4 +1,5 @@
-// TMA bulk tensor copies, global -> shared, completing on an mbarrier (sm_90).
+// TMA bulk copies, global -> shared, completing on an mbarrier (sm_90): tensor copies of a
+// box, and plain copies of a contiguous run of bytes.
 //
 // A tensor map (CUtensorMap, 128 bytes, 64-byte aligned) is built on the host by
 // sagelib.cuda.tma and passed by value as a `const __grid_constant__ TensorMap`
@@ -49,4 +50,12 @@ SAGE_DEVICE void tma_load_4d(void *dst, const TensorMap *map, u64 *bar, int c0, 
       "[%2];" ::"r"(smem_address(dst)),
       "l"(reinterpret_cast<u64>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
+}
+
+// `bytes` contiguous bytes (a multiple of 16; both addresses 16-byte aligned) to shared memory.
+SAGE_DEVICE void bulk_load(void *dst, const void *src, u32 bytes, u64 *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_address(dst)),
+               "l"(reinterpret_cast<u64>(src)), "r"(bytes), "r"(smem_address(bar))
+               : "memory");
 }
