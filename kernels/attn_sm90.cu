@@ -23,7 +23,8 @@
 // Shared memory: SM90_Q_SLOTS x Q (CTA_Q x D: the next tile's Q loads while this tile
 // runs), STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
 // aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B);
-// then SM90_Q_SLOTS x D fp32 V channel scales, the barriers and the slots' tile indices.
+// then SM90_Q_SLOTS x D fp32 V channel scales, a 16-row output staging tile per consumer warp,
+// the barriers and the slots' tile indices.
 #include "attn_sm90/mainloop.cuh"
 #include "attn_sm90/producer.cuh"
 #include "hopper/warpgroup_regs.cuh"
@@ -35,6 +36,7 @@ struct Sm90Smem {
   u8 k[STAGES][G::BLOCK_KEYS * D];
   u8 v[STAGES][D * G::BLOCK_KEYS];
   float v_scale[SM90_Q_SLOTS][D];  // each Q slot's tile's V channel scales (its epilogue's), copied with its Q
+  u8 o_stage[G::CONSUMER_WARPS][SM90_STAGE_BYTES(D)];  // each consumer warp's output rows on their way out
   RingBarriers<STAGES> ring;
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
