@@ -146,8 +146,8 @@ SAGE_DEVICE int unmasked_key_blocks(int keys, int n_kv, bool causal, int warp_ro
 // A tile taken from its Q slot (take_tile), with the loads its first block needs in flight. The
 // walk's tile w is in Q slot w % SM90_Q_SLOTS (the slots go round in order).
 struct TakenTile {
-  int index, blocks;        // index: SM90_NO_TILE (not valid()) ends the walk
-  float q_mult, k_scale0;   // this thread's q scale * sm_scale * log2e, and block 0's k scale
+  int index, blocks;         // index: SM90_NO_TILE (not valid()) ends the walk
+  float q_scale, k_scale0;   // this thread's q scale and block 0's k scale, loading: nothing waits for them here
 };
 
 // Where a tile puts this thread (scheduler.cuh's decode).
@@ -187,7 +187,7 @@ SAGE_DEVICE TakenTile take_tile(Smem &smem, RingPosition<SM90_Q_SLOTS> &q_at,
     if (t.blocks > 0) {
       const bool per_thread = a.flags & SM90_PER_THREAD;
       const int q_group = min(per_thread ? (at.warp_row0 / 16) * 8 + lane / 4 : at.warp_row0 / 16, a.q_groups - 1);
-      t.q_mult = a.q_scale[at.bh * a.q_groups + q_group] * a.sm_scale_log2e;
+      t.q_scale = a.q_scale[at.bh * a.q_groups + q_group];
       t.k_scale0 = *thread_k_scales(a, at.bhk, lane);
     }
   }
@@ -394,7 +394,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
-                                      cur.q_mult, cur.k_scale0, cur.blocks,
+                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
