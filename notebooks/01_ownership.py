@@ -392,6 +392,41 @@ fig = plots.grouped_bars([r["shape"] for r in balance_rows], {k: [r[k] for r in 
 results.figure(fig, "tile_scheduler_balance")
 
 # %% [markdown]
+# ## What a tile change costs, and what taking the next tile early bought (recorded)
+# A consumer's tile is its key blocks plus a change: waiting for the next Q slot and decoding the
+# tile, the first Q.K^T, and the epilogue's stores. CTA 0's traced walk (`scripts/profile_sm90.py
+# --trace`, record sm90-tile-change) put that change at about a quarter of an 8-block tile at
+# N=1024: the same key blocks run at the same period at every N, so short sequences paid it in full.
+# The kernel now decodes tiles by multiply-high division, takes the next tile before the epilogue
+# (its scale loads then land under the stores), reads the V channel scales from the tile's Q slot,
+# and stores the output through a per-warp staging tile as whole 16-byte chunks. Below: the
+# recorded A/B of the final build against the one before, same call, same bits (kernel only).
+
+# %%
+tile_doc, tile_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
+tile_rows = []
+if tile_doc is not None:
+    last = max(r["repeat"] for r in tile_doc["rows"])  # the call that timed the final build
+    final = [r for r in tile_doc["rows"] if r["repeat"] == last]
+    before = {r["shape"]: r for r in final if "former default" in r["variant"]}
+    after_name = next(r["variant"] for r in final if r["variant"].startswith("d7ce787"))
+    tile_rows = [{"shape": r["shape"], "before (TOPS)": before[r["shape"]]["tops"], "after (TOPS)": r["tops"],
+                  "after / before": r["tops"] / before[r["shape"]]["tops"], "same bits": r["bit_identical_to_default"]}
+                 for r in final if r["variant"] == after_name]
+results.add("tile change (recorded)", tile_rows)
+if tile_rows:
+    display(Markdown(f"Recorded in `{tile_path.name}` ({tile_doc['date']}, {tile_doc['device']['name']}): "
+                     f"`{before[tile_rows[0]['shape']]['variant']}` against `{after_name}`."))
+    fig = plots.grouped_bars([r["shape"] for r in tile_rows],
+                             {k: [r[k] for r in tile_rows] for k in ("before (TOPS)", "after (TOPS)")},
+                             ylabel="kernel-only TOPS (recorded)", value_format="%.0f",
+                             title="The tile change: kernel only before and after, by shape")
+    results.figure(fig, "tile_change")
+    plots.table(tile_rows)
+else:
+    display(Markdown("No recording `data/results/*-sm90-sweep-tile-change.json` to show."))
+
+# %% [markdown]
 # ## The next step's numerics: a 64-key softmax step (contract, CPU)
 # `three_consumer_rotation` fits its 160 registers only with 64-key steps, while the
 # sm90 preset takes the row max and flushes the inner accumulator per 128 keys. Keeping that
