@@ -113,7 +113,8 @@ def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = 
     channel_scales = Q_SLOTS * head_dim * 4  # each Q slot's V channel scales (fp32)
     output_staging = 4 * geometry.consumers * 16 * (2 * head_dim + 16)  # 16 padded fp16 rows per consumer warp
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
-    return tiles + channel_scales + output_staging + barriers + SMEM_ALIGN
+    divisors = 5 * 12  # the tile decode's five FastDivisors (scheduler.cuh TileDivisors)
+    return tiles + channel_scales + output_staging + barriers + divisors + SMEM_ALIGN
 
 
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:

@@ -21,8 +21,11 @@
 #define SM90_NO_TILE 0x7fffffff  // handed over after the last tile: not valid()
 
 // Division by a divisor fixed for the launch, as a multiply-high and a shift: the consumers
-// decode a tile on their own path (the trace put the four runtime divisions of a tile change,
-// each an I2F + MUFU.RCP chain on the exp2 unit, at several hundred cycles). For 0 <= n < 2^31
+// decode a tile on their own path, where a runtime division is an I2F + MUFU.RCP chain on the
+// exp2 unit. Thread 0 computes the divisors once into shared memory (TileDivisors): held in
+// registers they stayed live through the key loop and made the 160-register consumers spill
+// (79 local accesses per block in the k64 geometry at head_dim 128); passed as kernel
+// parameters they measured 0.96-0.99x (EXPERIMENT_LOG seq 71). For 0 <= n < 2^31
 // and d = divisor > 1 with p = ceil(log2 d): multiplier = ceil(2^(31+p) / d) < 2^32, and
 // n * multiplier / 2^(31+p) exceeds n / d by less than n / 2^(31+p) < 1 / d, which cannot
 // carry the quotient past the next integer.
@@ -36,6 +39,11 @@ struct FastDivisor {
     }
   }
   SAGE_DEVICE int div(int n) const { return divisor == 1 ? n : static_cast<int>(__umulhi(n, multiplier) >> shift); }
+};
+// The decode's divisors: query blocks per head, query heads, pairs per causal window, tiles per
+// full causal window, query heads per kv head (TileScheduler::divisors).
+struct TileDivisors {
+  FastDivisor q_blocks, heads, window, span, group;
 };
 
 struct Tile {
@@ -56,12 +64,17 @@ template <typename G>
 struct TileScheduler {
   int q_blocks, heads, pairs, tiles, window;  // pairs: (batch, head) pairs; window: pairs per causal window
   bool causal;
-  FastDivisor by_q_blocks, by_heads, by_window, by_span;  // span: the tiles of a full causal window
+  const TileDivisors &by;  // in shared memory, written by thread 0 before the first __syncthreads
 
-  SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int batch, bool causal_)
+  SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int batch, bool causal_,
+                            const TileDivisors &divisors)
       : q_blocks(ceil_div(n_q, G::CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
         window(SM90_CAUSAL_WINDOW ? max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1)))) : 1),
-        causal(causal_), by_q_blocks(q_blocks), by_heads(heads_q), by_window(window), by_span(window * q_blocks) {}
+        causal(causal_), by(divisors) {}
+  SAGE_DEVICE TileDivisors divisors(int heads_kv) const {
+    return TileDivisors{FastDivisor(q_blocks), FastDivisor(heads), FastDivisor(window), FastDivisor(window * q_blocks),
+                        FastDivisor(heads / heads_kv)};
+  }
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
   // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
@@ -74,16 +87,16 @@ struct TileScheduler {
   SAGE_DEVICE Tile operator()(int tile) const {
     int bh, qblock;
     if (causal) {  // window w holds pairs [w * window, ...): rank r of every pair, then rank r + 1
-      const int w = by_span.div(tile), in_window = tile - w * static_cast<int>(by_span.divisor);
+      const int w = by.span.div(tile), in_window = tile - w * static_cast<int>(by.span.divisor);
       const int here = min(window, pairs - w * window);  // the last window may be short
-      const int rank = here == window ? by_window.div(in_window) : in_window / here;
+      const int rank = here == window ? by.window.div(in_window) : in_window / here;
       bh = w * window + in_window - rank * here;
       qblock = q_blocks - 1 - rank;
     } else {
-      bh = by_q_blocks.div(tile);
+      bh = by.q_blocks.div(tile);
       qblock = tile - bh * q_blocks;
     }
-    const int batch = by_heads.div(bh);
+    const int batch = by.heads.div(bh);
     return Tile{qblock, bh - batch * heads, batch};
   }
 };
