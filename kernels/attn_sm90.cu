@@ -40,7 +40,7 @@ struct Sm90Smem {
   RingBarriers<STAGES> ring;
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
-  TileDivisors divisors;    // the tile decode's (scheduler.cuh), written by thread 0 at the start
+  TileDivisors divisors;    // the tile decode's, in the geometries that keep them here (scheduler.cuh)
 };
 
 // Dynamic shared memory is requested with this much slack, so the tiles can start on
@@ -61,14 +61,15 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
   Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);
   const bool causal = flags & SM90_CAUSAL;
-  const TileScheduler<G> tiles(n_q, n_kv, D, heads_q, batch, causal, smem.divisors);
   if (threadIdx.x == 0) {
     smem.ring.init(G::CONSUMER_WARPS);
     smem.q_slots.init(G::CONSUMER_WARPS);
-    smem.divisors = tiles.divisors(heads_kv);
+    if constexpr (TileScheduler<G>::SHARED_DIVISORS)
+      smem.divisors = TileScheduler<G>(n_q, n_kv, D, heads_q, heads_kv, batch, causal, smem.divisors).compute_divisors();
     mbarrier_init_fence();
   }
   __syncthreads();
+  const TileScheduler<G> tiles(n_q, n_kv, D, heads_q, heads_kv, batch, causal, smem.divisors);
   if (warpgroup_index() == 0) {
     warpgroup_regs_release<SM90_PRODUCER_REGS>();
     if (threadIdx.x == 0)

@@ -364,7 +364,8 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   const int wg = warpgroup_index() - 1;  // 0 .. G::CONSUMERS - 1
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const bool causal = a.flags & SM90_CAUSAL;
-  const FastDivisor &by_group = tiles.by.group;
+  const FastDivisor group_here(TileScheduler<G>::SHARED_DIVISORS ? 1 : tiles.heads / a.heads_kv);
+  const FastDivisor &by_group = TileScheduler<G>::SHARED_DIVISORS ? tiles.by().group : group_here;
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   const PingPong<G::CONSUMERS> turns(wg);

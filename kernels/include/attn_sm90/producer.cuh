@@ -60,7 +60,7 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
     const Tile tile = tiles(t);
     const int q0 = tile.qblock * G::CTA_Q;
     const int blocks = visible_key_blocks(q0, G::CTA_Q, n_q, n_kv, causal, shift, G::BLOCK_KEYS);
-    const int hk = tiles.by.group.div(tile.head);
+    const int hk = tiles.kv_head(tile.head);
     hand_over_tile(smem, slot, t);
     const u32 scale_bytes = SM90_VSCALE_SMEM ? sizeof(smem.v_scale[0]) : 0;
     mbarrier_arrive_expect_tx(q_full, scale_bytes + (blocks > 0 ? sizeof(smem.q[0]) : 0));

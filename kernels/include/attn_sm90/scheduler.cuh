@@ -22,10 +22,11 @@
 
 // Division by a divisor fixed for the launch, as a multiply-high and a shift: the consumers
 // decode a tile on their own path, where a runtime division is an I2F + MUFU.RCP chain on the
-// exp2 unit. Thread 0 computes the divisors once into shared memory (TileDivisors): held in
-// registers they stayed live through the key loop and made the 160-register consumers spill
-// (79 local accesses per block in the k64 geometry at head_dim 128); passed as kernel
-// parameters they measured 0.96-0.99x (EXPERIMENT_LOG seq 71). For 0 <= n < 2^31
+// exp2 unit. Every thread computes the divisors at the start and holds them in registers, except
+// in the cta_k = 64 geometry: there they stayed live through the key loop and its head_dim-128
+// consumers spilled (79 local accesses per block, 413 against 798 TOPS), so thread 0 writes them
+// to shared memory instead. Read from shared memory everywhere they measured 0.98x at N 1024;
+// passed as kernel parameters, 0.96-0.99x (EXPERIMENT_LOG seq 71-72). For 0 <= n < 2^31
 // and d = divisor > 1 with p = ceil(log2 d): multiplier = ceil(2^(31+p) / d) < 2^32, and
 // n * multiplier / 2^(31+p) exceeds n / d by less than n / 2^(31+p) < 1 / d, which cannot
 // carry the quotient past the next integer.
@@ -64,17 +65,26 @@ template <typename G>
 struct TileScheduler {
   int q_blocks, heads, pairs, tiles, window;  // pairs: (batch, head) pairs; window: pairs per causal window
   bool causal;
-  const TileDivisors &by;  // in shared memory, written by thread 0 before the first __syncthreads
+  // Where the divisors live: shared memory (written by thread 0 before the first __syncthreads) for
+  // the 64-key-step geometry, this object's registers for the others.
+  static constexpr bool SHARED_DIVISORS = G::BLOCK_KEYS == 64;
+  int group;  // query heads per kv head
+  const TileDivisors &shared_divisors;
+  TileDivisors own_divisors;
 
-  SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int batch, bool causal_,
+  SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int heads_kv, int batch, bool causal_,
                             const TileDivisors &divisors)
       : q_blocks(ceil_div(n_q, G::CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
         window(SM90_CAUSAL_WINDOW ? max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1)))) : 1),
-        causal(causal_), by(divisors) {}
-  SAGE_DEVICE TileDivisors divisors(int heads_kv) const {
+        causal(causal_), group(heads_q / heads_kv), shared_divisors(divisors), own_divisors(compute_divisors()) {}
+  SAGE_DEVICE TileDivisors compute_divisors() const {
     return TileDivisors{FastDivisor(q_blocks), FastDivisor(heads), FastDivisor(window), FastDivisor(window * q_blocks),
-                        FastDivisor(heads / heads_kv)};
+                        FastDivisor(group)};
   }
+  // The kv head of query head `head`, for the producer: with the divisors in registers, a hardware
+  // division (the producer thread is off the consumers' path and keeps its registers for them).
+  SAGE_DEVICE int kv_head(int head) const { return SHARED_DIVISORS ? by().group.div(head) : head / group; }
+  SAGE_DEVICE const TileDivisors &by() const { return SHARED_DIVISORS ? shared_divisors : own_divisors; }
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
   // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
@@ -87,16 +97,16 @@ struct TileScheduler {
   SAGE_DEVICE Tile operator()(int tile) const {
     int bh, qblock;
     if (causal) {  // window w holds pairs [w * window, ...): rank r of every pair, then rank r + 1
-      const int w = by.span.div(tile), in_window = tile - w * static_cast<int>(by.span.divisor);
+      const int w = by().span.div(tile), in_window = tile - w * static_cast<int>(by().span.divisor);
       const int here = min(window, pairs - w * window);  // the last window may be short
-      const int rank = here == window ? by.window.div(in_window) : in_window / here;
+      const int rank = here == window ? by().window.div(in_window) : in_window / here;
       bh = w * window + in_window - rank * here;
       qblock = q_blocks - 1 - rank;
     } else {
-      bh = by.q_blocks.div(tile);
+      bh = by().q_blocks.div(tile);
       qblock = tile - bh * q_blocks;
     }
-    const int batch = by.heads.div(bh);
+    const int batch = by().heads.div(bh);
     return Tile{qblock, bh - batch * heads, batch};
   }
 };
