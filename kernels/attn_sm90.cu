@@ -16,7 +16,8 @@
 //                 registers (attn_sm90/mainloop.cuh, softmax.cuh, epilogue.cuh), taking
 //                 turns on the tensor cores (attn_sm90/pingpong.cuh)
 //   the grid      persistent, one CTA per SM, tiles taken from a global counter
-//                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q
+//                 (attn_sm90/scheduler.cuh), handed to the consumers with their Q and V
+//                 channel scales; a consumer takes its next tile before its epilogue
 // Geometries (attn_sm90/geometry.cuh): the sm90 preset's 128-key step with two consumers at
 // head_dim 128 and three at head_dim 64; three consumers stepping 64 keys (the preset with
 // cta_k = 64).

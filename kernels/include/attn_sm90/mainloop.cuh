@@ -44,6 +44,8 @@
 // shortened the fold by what it added to the wait (0.99-1.00x) and was removed (seq 62; tree cb64006).
 // Splitting the consumers into softmax and P.V warpgroups (P handed over through shared memory,
 // Sm90Geometry<4, 128>) gave the same bits at 0.61-0.75x and was removed (seq 66; tree 3d28825).
+// Issuing the next tile's first Q.K^T in the tile's last wgmma batch kept the next tile's state
+// live through every block and measured 0.86-0.96x; it was not committed (seq 70).
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
