@@ -264,6 +264,15 @@ else:
 # the D=64 geometry of `cuda-sm90`; at D=128 the same structure would need 222 registers.
 
 # %%
+def show_recorded_pair(doc, path, rows, columns, title, figure, note=""):
+    """A recorded kernel-only A/B: where it came from, grouped bars of the two columns, the table."""
+    display(Markdown(f"Recorded in `{path.name}` ({doc['date']}, {doc['device']['name']}){note}, kernel only."))
+    fig = plots.grouped_bars([r["shape"] for r in rows], {k: [r[k] for r in rows] for k in columns},
+                             ylabel="kernel-only TOPS (recorded)", value_format="%.0f", title=title)
+    results.figure(fig, figure)
+    plots.table(rows)
+
+
 d64_doc, d64_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
 d64_rows = []
 if d64_doc is not None:
@@ -274,13 +283,8 @@ if d64_doc is not None:
                 for r in d64_doc["rows"] if r["variant"] == "three consumers, 6 stages"]
 results.add("three consumers at head_dim 64 (recorded)", d64_rows)
 if d64_rows:
-    display(Markdown(f"Recorded in `{d64_path.name}` ({d64_doc['date']}, {d64_doc['device']['name']}), kernel only."))
-    fig = plots.grouped_bars([r["shape"] for r in d64_rows],
-                             {k: [r[k] for r in d64_rows] for k in ("two consumers (TOPS)", "three consumers (TOPS)")},
-                             ylabel="kernel-only TOPS (recorded)", value_format="%.0f",
-                             title="Head_dim 64 on the sm90 preset's 128-key step: two against three consumers")
-    results.figure(fig, "three_consumers_d64")
-    plots.table(d64_rows)
+    show_recorded_pair(d64_doc, d64_path, d64_rows, ("two consumers (TOPS)", "three consumers (TOPS)"),
+                       "Head_dim 64 on the sm90 preset's 128-key step: two against three consumers", "three_consumers_d64")
 else:
     display(Markdown("No recording `data/results/*-sm90-sweep-d64-three-consumers.json` to show."))
 
@@ -400,7 +404,9 @@ results.figure(fig, "tile_scheduler_balance")
 # The kernel now decodes tiles by multiply-high division, takes the next tile before the epilogue
 # (its scale loads then land under the stores), reads the V channel scales from the tile's Q slot,
 # and stores the output through a per-warp staging tile as whole 16-byte chunks. Below: the
-# recorded A/B of the final build against the one before, same call, same bits (kernel only).
+# recorded A/B of the build that closed the record (d7ce787) against the one before, same call, same
+# bits (kernel only); where the decode's divisors live was settled after it at the same speed
+# (record sm90-tile-decode-divisors).
 
 # %%
 tile_doc, tile_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
@@ -415,14 +421,9 @@ if tile_doc is not None:
                  for r in final if r["variant"] == after_name]
 results.add("tile change (recorded)", tile_rows)
 if tile_rows:
-    display(Markdown(f"Recorded in `{tile_path.name}` ({tile_doc['date']}, {tile_doc['device']['name']}): "
-                     f"`{before[tile_rows[0]['shape']]['variant']}` against `{after_name}`."))
-    fig = plots.grouped_bars([r["shape"] for r in tile_rows],
-                             {k: [r[k] for r in tile_rows] for k in ("before (TOPS)", "after (TOPS)")},
-                             ylabel="kernel-only TOPS (recorded)", value_format="%.0f",
-                             title="The tile change: kernel only before and after, by shape")
-    results.figure(fig, "tile_change")
-    plots.table(tile_rows)
+    show_recorded_pair(tile_doc, tile_path, tile_rows, ("before (TOPS)", "after (TOPS)"),
+                       "The tile change: kernel only before and after, by shape", "tile_change",
+                       note=f": `{before[tile_rows[0]['shape']]['variant']}` against `{after_name}`")
 else:
     display(Markdown("No recording `data/results/*-sm90-sweep-tile-change.json` to show."))
 
