@@ -53,7 +53,7 @@ def print_tile_walk(t, t0: int) -> None:
 
     A tile is taken (its Q slot waited for, its index decoded) before the previous tile's
     epilogue when the kernel has a second Q slot, so "start" counts from the later of the
-    take and the previous tile's end."""
+    take and the previous tile's end, and "epilogue" includes the next tile's take."""
     rows = t[:, ops_sm90.TRACE_BLOCKS:]
     print("tile walk, cycles; consumer: take | start to first scores | blocks | epilogue | tile end to tile end")
     for warp in (0, 4):
@@ -75,7 +75,8 @@ def print_tile_walk(t, t0: int) -> None:
         s = [int(x) for x in producer[i, :4]]
         if s[0] == 0:
             break
-        print(f"  tile {i:2d} at {s[0] - t0:9d}  Q {s[1] - s[0]:6d} | first K/V {s[2] - s[0]:7d} | last K/V {s[3] - s[0]:7d}")
+        print(f"  tile {i:2d} at {s[0] - t0:9d}  Q {s[1] - s[0]:6d} | first K/V {s[2] - s[0]:7d} | "
+              f"last K/V {s[3] - s[0]:7d}")
 
 
 def main(argv=None) -> int:

@@ -44,7 +44,7 @@ SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; th
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
 TRACE_BLOCKS, TRACE_PRODUCER = 64, 8  #: the block rows and the producer's warp slot of the trace
-TRACE_SHAPE = (9, 64 + 32, 6)  #: warps (8 consumer, the producer) x (key blocks, tiles) x points (attn_sm90/trace.cuh)
+TRACE_SHAPE = (9, TRACE_BLOCKS + 32, 6)  #: warps (8 consumer, the producer) x (blocks, tiles) x points (trace.cuh)
 
 
 @dataclass(frozen=True)

@@ -289,7 +289,7 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
 // consumer warpgroup's softmax runs meanwhile. A block step is two halves, so that the
 // tile's last batch (another Q operand, or no Q.K^T) is a copy of the short second half
 // outside the loop rather than a branch inside it: the loop body stays the size it was
-// (a larger one measured 0.86-0.94x everywhere, log seq 68). The trace stamps cost nothing
+// (a larger one measured 0.86-0.94x everywhere, log seq 70). The trace stamps cost nothing
 // unless SM90_TRACE is set.
 
 // Block j's first half: the softmax, P as A fragments; returns the block's ring stage.

@@ -32,11 +32,12 @@ SAGE_DEVICE void hand_over_tile(Smem &smem, int slot, int tile) {
 
 // Every tile goes through a Q slot (the slots in turn), its index in smem.q_tile: with its V
 // channel scales (the epilogue's) and its Q when it has key blocks (blind rows: the consumers
-// write zeros), and SM90_NO_TILE after the last one, which ends the consumers' walk. With two slots the next
-// tile's Q, and then its first K/V stages, load while the consumers finish this tile.
+// write zeros), and SM90_NO_TILE after the last one, which ends the consumers' walk. With two
+// slots the next tile's Q, and then its first K/V stages, load while the consumers finish this tile.
 template <int D, int STAGES, typename Smem>
-SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale, Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles,
-                         int *tile_counter, int heads_kv, int n_q, int n_kv, bool causal, int shift, u64 *trace) {
+SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale, Smem &smem,
+                         const TileScheduler<typename Smem::Geometry> &tiles, int *tile_counter, int heads_kv, int n_q,
+                         int n_kv, bool causal, int shift, u64 *trace) {
   using G = typename Smem::Geometry;
   tma_prefetch_descriptor(maps.q);
   tma_prefetch_descriptor(maps.k);

@@ -42,7 +42,7 @@ struct FastDivisor {
   SAGE_DEVICE int div(int n) const { return divisor == 1 ? n : static_cast<int>(__umulhi(n, multiplier) >> shift); }
 };
 // The decode's divisors: query blocks per head, query heads, pairs per causal window, tiles per
-// full causal window, query heads per kv head (TileScheduler::divisors).
+// full causal window, query heads per kv head (TileScheduler::compute_divisors).
 struct TileDivisors {
   FastDivisor q_blocks, heads, window, span, group;
 };
