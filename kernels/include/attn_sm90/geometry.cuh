@@ -23,7 +23,10 @@
 #ifndef SM90_VSCALE_SMEM
 #define SM90_VSCALE_SMEM 1
 #endif
-#define SM90_PRODUCER_REGS 24
+// (32 with the entry fusion: its warps quantize Q, attn_sm90/q_entry.cuh; the consumers keep 240 / 160)
+#ifndef SM90_PRODUCER_REGS
+#define SM90_PRODUCER_REGS (SM90_FUSED_Q ? 32 : 24)
+#endif
 #define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
 #define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step
 

@@ -28,6 +28,11 @@ SAGE_DEVICE void mbarrier_arrive(u64 *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 }
 
+// `count` arrivals at once (a producer standing in for helpers that have nothing to add).
+SAGE_DEVICE void mbarrier_arrive_count(u64 *bar, u32 count) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(count) : "memory");
+}
+
 // One arrival that also announces `bytes` of transactions the phase must wait for.
 SAGE_DEVICE void mbarrier_arrive_expect_tx(u64 *bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
