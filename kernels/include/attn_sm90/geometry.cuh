@@ -23,6 +23,9 @@
 #ifndef SM90_VSCALE_SMEM
 #define SM90_VSCALE_SMEM 1
 #endif
+#ifndef SM90_FUSED_Q
+#define SM90_FUSED_Q 0  // 1: Q arrives as fp16 / bf16 and the producer warpgroup quantizes it (q_entry.cuh)
+#endif
 // (32 with the entry fusion: its warps quantize Q, attn_sm90/q_entry.cuh; the consumers keep 240 / 160)
 #ifndef SM90_PRODUCER_REGS
 #define SM90_PRODUCER_REGS (SM90_FUSED_Q ? 32 : 24)

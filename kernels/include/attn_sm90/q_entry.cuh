@@ -20,10 +20,7 @@
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
 #include "../quant_int8.cuh"
-
-#ifndef SM90_FUSED_Q
-#define SM90_FUSED_Q 0  // 1: Q arrives as fp16 / bf16 and the producer warpgroup quantizes it
-#endif
+#include "geometry.cuh"
 
 #define SM90_Q_TRITON 8            // flags bit: the triton flavour's rounding (else cuda)
 #define SM90_Q_GRANULE_ROWS 32     // query rows per staged granule
