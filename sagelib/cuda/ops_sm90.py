@@ -109,7 +109,7 @@ def unavailable_reason() -> str | None:
 
 def q_staging_stages(head_dim: int) -> int:
     """Staged 16-bit Q granules of the entry fusion (kernels/include/attn_sm90/q_entry.cuh SM90_Q_STAGING)."""
-    return 3 if head_dim == 128 else 4
+    return 3  # one per quantizing warp, at both head dims
 
 
 def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None, fused_q: bool = False) -> int:

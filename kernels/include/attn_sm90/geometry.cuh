@@ -26,10 +26,9 @@
 #ifndef SM90_FUSED_Q
 #define SM90_FUSED_Q 0  // 1: Q arrives as fp16 / bf16 and the producer warpgroup quantizes it (q_entry.cuh)
 #endif
-// (32 with the entry fusion: its warps quantize Q, attn_sm90/q_entry.cuh; the consumers keep 240 / 160)
-#ifndef SM90_PRODUCER_REGS
-#define SM90_PRODUCER_REGS (SM90_FUSED_Q ? 32 : 24)
-#endif
+// (The entry fusion's quantizing warps live in these 24 too: at 32 the two-consumer build's pool of
+// 168 x 384 registers leaves the consumers 236, and their setmaxnreg.inc to 240 never returns.)
+#define SM90_PRODUCER_REGS 24
 #define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
 #define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step
 

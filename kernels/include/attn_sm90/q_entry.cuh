@@ -26,7 +26,9 @@
 #define SM90_Q_GRANULE_ROWS 32     // query rows per staged granule
 #define SM90_Q_QUANT_WARPS 3       // the producer warpgroup's warps 1..3
 #define SM90_Q_GRANULE_END (-1)    // smem.q_granule: the walk is over
-#define SM90_Q_STAGING(D) ((D) == 128 ? 3 : 4)  // staged granules (8 KB / 4 KB each)
+// Staged granules (8 KB / 4 KB each): one per quantizing warp, so each warp always waits on its own
+// stage and can never run a phase ahead of a granule another warp has not taken yet.
+#define SM90_Q_STAGING(D) SM90_Q_QUANT_WARPS
 
 // smem.q_granule's word: the Q slot and the granule's index in its tile.
 SAGE_DEVICE int granule_word(int slot, int granule) { return slot * 64 + granule; }
