@@ -191,7 +191,7 @@ SAGE_DEVICE TakenTile take_tile(Smem &smem, RingPosition<SM90_Q_SLOTS> &q_at,
       const bool per_thread = a.flags & SM90_PER_THREAD;
       if constexpr (SM90_FUSED_Q) {  // the producer warpgroup's, in the slot (q_entry.cuh)
         const int row16 = (at.warp_row0 - at.q0) / 16;
-        t.q_scale = smem.q_scales[slot][per_thread ? row16 * 8 + lane / 4 : row16];
+        t.q_scale = atomicAdd(&smem.q_scales[slot][per_thread ? row16 * 8 + lane / 4 : row16], 0.0f);
       } else {
         const int q_group = min(per_thread ? (at.warp_row0 / 16) * 8 + lane / 4 : at.warp_row0 / 16, a.q_groups - 1);
         t.q_scale = a.q_scale[at.bh * a.q_groups + q_group];

@@ -13,8 +13,7 @@
 // put it on the consumers and lost the whole gain).
 //
 // One granule holds whole q groups of both granularities (the sm90 preset: per_thread rows
-// g and g + 8 of each 16, per_warp 16 rows). A group's lanes each take 16-byte chunks, its
-// amax is reduced over those lanes, and scale and rounding are quant_int8.cuh's, so the
+// g and g + 8 of each 16, per_warp 16 rows). Scale and rounding are quant_int8.cuh's, so the
 // int8 values and scales are quant_qk.cu's bit for bit.
 #pragma once
 #include "../hopper/pipeline.cuh"
@@ -61,57 +60,48 @@ SAGE_DEVICE void end_q_staging(Smem &smem, RingPosition<SM90_Q_STAGING(D)> &at) 
   }
 }
 
-// Row (in the granule) and first channel of chunk `c` of group `g` of a granule.
-template <int D, bool PER_THREAD>
-SAGE_DEVICE int2 granule_chunk(int g, int c) {
-  constexpr int ROW_CHUNKS = D / 8;
-  const int row = PER_THREAD ? 16 * (g / 8) + g % 8 + 8 * (c / ROW_CHUNKS) : 16 * g + c / ROW_CHUNKS;
-  return make_int2(row, 8 * (c % ROW_CHUNKS));
-}
-
-// One warp: the granule's rows `staged` (granule `granule` of its tile) into the int8 tile `q8`
-// and its groups' scales into `scales` (the tile's, indexed like quant_qk.cu's within the tile).
+// One warp, lane l = row l of the granule `staged` (granule `granule` of its tile): the rows into the
+// int8 tile `q8`, their groups' scales into `scales` (the tile's, indexed like quant_qk.cu's). A per_thread
+// group is rows g and g + 8 of each 16 (lanes l and l ^ 8), a per_warp group all 16: a shuffle or four
+// finish its amax, and every lane divides once, in parallel. Chunks are visited rotated by the row, so
+// the 16-byte shared-memory accesses of a quarter-warp fall in different banks.
 template <int D, bool BF16, bool CUDA_FLAVOUR, bool PER_THREAD>
 SAGE_DEVICE void quantize_granule(const u16 *staged, u8 *q8, float *scales, int granule, int lane) {
-  constexpr int GROUP_CHUNKS = (PER_THREAD ? 2 : 16) * D / 8;         // 16-byte chunks per group
-  constexpr int GROUP_LANES = GROUP_CHUNKS < 32 ? GROUP_CHUNKS : 32;  // lanes that share a group
-  constexpr int LANE_CHUNKS = GROUP_CHUNKS / GROUP_LANES;
-  constexpr int GROUPS = SM90_Q_GRANULE_ROWS * D / 8 / GROUP_CHUNKS;  // per granule: 16 or 2
-  constexpr int WARP_GROUPS = 32 / GROUP_LANES;                       // groups the warp takes at once
+  constexpr int CHUNKS = D / 8;  // 16-byte pieces of a 16-bit row
   const float no_smoothing[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  const int in_group = lane % GROUP_LANES;
+  const u16 *row_in = staged + lane * D;
+  float amax = 0.0f;
 #pragma unroll 1
-  for (int g0 = 0; g0 < GROUPS; g0 += WARP_GROUPS) {
-    const int g = g0 + lane / GROUP_LANES;
-    float amax = 0.0f;
-#pragma unroll 1
-    for (int j = 0; j < LANE_CHUNKS; ++j) {
-      const int2 at = granule_chunk<D, PER_THREAD>(g, in_group + GROUP_LANES * j);
-      amax = fmaxf(amax, row_amax<BF16, false>(*reinterpret_cast<const u32x4 *>(staged + at.x * D + at.y),
-                                               no_smoothing));
-    }
+  for (int i = 0; i < CHUNKS; ++i) {
+    const int c = (i + lane) % CHUNKS;
+    amax = fmaxf(amax, row_amax<BF16, false>(*reinterpret_cast<const u32x4 *>(row_in + 8 * c), no_smoothing));
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
+  if (!PER_THREAD) {
 #pragma unroll
-    for (int off = 1; off < GROUP_LANES; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-    const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127), as quantize_tile_int8
-    float scale, mult;
-    if (CUDA_FLAVOUR) {
-      amax = fmaxf(amax, 1e-7f);
-      scale = __fmul_rn(amax, inv127);
-      mult = __fdiv_rn(127.0f, amax);
-    } else {
-      scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
-      mult = __fdiv_rn(1.0f, scale);
-    }
-    if (in_group == 0) scales[GROUPS * granule + g] = scale;
+    for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  }
+  const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127), as quantize_tile_int8
+  float scale, mult;
+  if (CUDA_FLAVOUR) {
+    amax = fmaxf(amax, 1e-7f);
+    scale = __fmul_rn(amax, inv127);
+    mult = __fdiv_rn(127.0f, amax);
+  } else {
+    scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
+    mult = __fdiv_rn(1.0f, scale);
+  }
+  const int row = SM90_Q_GRANULE_ROWS * granule + lane;  // in the tile
+  // (an atomic store, read back as one by the consumers: ordered by the slot's barrier, as hand_over_tile)
+  if (PER_THREAD ? row % 16 < 8 : row % 16 == 0) atomicExch(&scales[PER_THREAD ? row / 16 * 8 + row % 8 : row / 16], scale);
+  const int swizzle = D == 128 ? row % 8 : (row / 2) % 4;  // the TMA's 128 B / 64 B row swizzle
+  u8 *row_out = q8 + row * D;
 #pragma unroll 1
-    for (int j = 0; j < LANE_CHUNKS; ++j) {
-      const int2 at = granule_chunk<D, PER_THREAD>(g, in_group + GROUP_LANES * j);
-      const u32x2 q = quantize_row<BF16, CUDA_FLAVOUR, false>(
-          *reinterpret_cast<const u32x4 *>(staged + at.x * D + at.y), no_smoothing, scale, mult);
-      const int row = SM90_Q_GRANULE_ROWS * granule + at.x;
-      const int swizzle = D == 128 ? row % 8 : (row / 2) % 4;  // the TMA's 128 B / 64 B row swizzle
-      *reinterpret_cast<u32x2 *>(q8 + row * D + 16 * ((at.y / 16) ^ swizzle) + at.y % 16) = q;
-    }
+  for (int i = 0; i < CHUNKS; ++i) {
+    const int c = (i + lane) % CHUNKS;
+    const u32x2 q = quantize_row<BF16, CUDA_FLAVOUR, false>(*reinterpret_cast<const u32x4 *>(row_in + 8 * c),
+                                                            no_smoothing, scale, mult);
+    *reinterpret_cast<u32x2 *>(row_out + 16 * ((c / 2) ^ swizzle) + 8 * (c % 2)) = q;
   }
 }
 
@@ -122,7 +112,7 @@ SAGE_DEVICE void quantize_q_walk(Smem &smem, int w) {
   RingPosition<SM90_Q_STAGING(D)> at;
   for (int i = 0; i < w; ++i) at.advance();
   for (;;) {
-    smem.q_staging.consumer_wait(at);
+    mbarrier_wait_parity_suspended(&smem.q_staging.full[at.stage], at.parity);  // off every chain: sleep
     const int word = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_granule[at.stage], 0) : 0, 0);
     if (word == SM90_Q_GRANULE_END) return;
     const int slot = word / 64, granule = word % 64;

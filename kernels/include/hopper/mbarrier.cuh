@@ -54,6 +54,23 @@ SAGE_DEVICE bool mbarrier_try_wait_parity(u64 *bar, u32 parity) {
   return done != 0;
 }
 
+// Blocks until the phase of the given parity has completed, the thread suspended in between (up to
+// 10 ms a try, woken by the phase): for waiters off the critical path, which should not take issue slots.
+SAGE_DEVICE void mbarrier_wait_parity_suspended(u64 *bar, u32 parity) {
+  u32 done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n"
+        "  .reg .pred complete;\n"
+        "  mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2, %3;\n"
+        "  selp.u32 %0, 1, 0, complete;\n"
+        "}\n"
+        : "=r"(done)
+        : "r"(smem_address(bar)), "r"(parity), "r"(10000000u)
+        : "memory");
+  }
+}
+
 // Blocks until the phase of the given parity has completed.
 SAGE_DEVICE void mbarrier_wait_parity(u64 *bar, u32 parity) {
   while (!mbarrier_try_wait_parity(bar, parity)) {
