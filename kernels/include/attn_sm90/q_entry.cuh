@@ -21,6 +21,11 @@
 #include "../quant_int8.cuh"
 #include "geometry.cuh"
 
+// Timing ablations of the fusion (wrong outputs): 1 stages Q but does not quantize it, 2 not even stages it.
+#ifndef SM90_FUSED_Q_ABLATE
+#define SM90_FUSED_Q_ABLATE 0
+#endif
+
 #define SM90_Q_TRITON 8            // flags bit: the triton flavour's rounding (else cuda)
 #define SM90_Q_GRANULE_ROWS 32     // query rows per staged granule
 #define SM90_Q_QUANT_WARPS 3       // the producer warpgroup's warps 1..3
@@ -41,9 +46,13 @@ SAGE_DEVICE void stage_q_tile(const TensorMap *q16, Smem &smem, RingPosition<SM9
   for (int g = 0; g < G::CTA_Q / SM90_Q_GRANULE_ROWS; ++g) {
     smem.q_staging.producer_wait(at);
     atomicExch(&smem.q_granule[at.stage], granule_word(slot, g));  // ordered by the full barrier, as hand_over_tile
-    mbarrier_arrive_expect_tx(&smem.q_staging.full[at.stage], sizeof(smem.q16[0]));
-    tma_load_4d(smem.q16[at.stage], q16, &smem.q_staging.full[at.stage], 0, q0 + g * SM90_Q_GRANULE_ROWS, head,
-                batch);
+    if (SM90_FUSED_Q_ABLATE == 2) {
+      mbarrier_arrive(&smem.q_staging.full[at.stage]);
+    } else {
+      mbarrier_arrive_expect_tx(&smem.q_staging.full[at.stage], sizeof(smem.q16[0]));
+      tma_load_4d(smem.q16[at.stage], q16, &smem.q_staging.full[at.stage], 0, q0 + g * SM90_Q_GRANULE_ROWS, head,
+                  batch);
+    }
     at.advance();
   }
 }
@@ -116,8 +125,9 @@ SAGE_DEVICE void quantize_q_walk(Smem &smem, int w) {
     const int word = __shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_granule[at.stage], 0) : 0, 0);
     if (word == SM90_Q_GRANULE_END) return;
     const int slot = word / 64, granule = word % 64;
-    quantize_granule<D, BF16, CUDA_FLAVOUR, PER_THREAD>(smem.q16[at.stage], smem.q[slot], smem.q_scales[slot],
-                                                         granule, lane);
+    if (!SM90_FUSED_Q_ABLATE)
+      quantize_granule<D, BF16, CUDA_FLAVOUR, PER_THREAD>(smem.q16[at.stage], smem.q[slot], smem.q_scales[slot],
+                                                           granule, lane);
     fence_proxy_async();  // the int8 rows are read by wgmma (the async proxy)
     warp_release(&smem.q_staging.empty[at.stage]);
     if (lane == 0) mbarrier_arrive(&smem.q_slots.full[slot]);
