@@ -36,18 +36,10 @@ struct Sm90Smem {
   u8 q[SM90_Q_SLOTS][G::CTA_Q * D];
   u8 k[STAGES][G::BLOCK_KEYS * D];
   u8 v[STAGES][D * G::BLOCK_KEYS];
-#if SM90_FUSED_Q
-  u16 q16[SM90_Q_STAGING(D)][SM90_Q_GRANULE_ROWS * D];  // staged 16-bit Q granules (attn_sm90/q_entry.cuh)
-#endif
   float v_scale[SM90_Q_SLOTS][D];  // each Q slot's tile's V channel scales (its epilogue's), copied with its Q
   u8 o_stage[G::CONSUMER_WARPS][SM90_STAGE_BYTES(D)];  // each consumer warp's output rows on their way out
   RingBarriers<STAGES> ring;
   RingBarriers<SM90_Q_SLOTS> q_slots;
-#if SM90_FUSED_Q
-  RingBarriers<SM90_Q_STAGING(D)> q_staging;
-  int q_granule[SM90_Q_STAGING(D)];             // each staged granule's Q slot and place (q_entry.cuh)
-  float q_scales[SM90_Q_SLOTS][G::CTA_Q / 2];  // each Q slot's q scales (per_thread: CTA_Q / 2 groups)
-#endif
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
   TileDivisors divisors;    // the tile decode's, in the geometries that keep them here (scheduler.cuh)
 };
@@ -72,11 +64,7 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   const bool causal = flags & SM90_CAUSAL;
   if (threadIdx.x == 0) {
     smem.ring.init(G::CONSUMER_WARPS);
-    // With the entry fusion a Q slot fills when the producer's arrival and every granule's are in.
-    smem.q_slots.init(G::CONSUMER_WARPS, 1 + (SM90_FUSED_Q ? G::CTA_Q / SM90_Q_GRANULE_ROWS : 0));
-#if SM90_FUSED_Q
-    smem.q_staging.init(1);
-#endif
+    smem.q_slots.init(G::CONSUMER_WARPS);
     if constexpr (TileScheduler<G>::SHARED_DIVISORS)
       smem.divisors = TileScheduler<G>(n_q, n_kv, D, heads_q, heads_kv, batch, causal, smem.divisors).compute_divisors();
     mbarrier_init_fence();
@@ -88,11 +76,6 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     if (threadIdx.x == 0)
       produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, v_scale, smem, tiles, tile_counter, heads_kv, n_q, n_kv,
                          causal, causal_shift, trace);
-    else if constexpr (SM90_FUSED_Q) {
-      if (threadIdx.x >= 32)
-        quantize_q<D>(smem, threadIdx.x / 32 - 1, flags & SM90_OUT_BF16, !(flags & SM90_Q_TRITON),
-                      flags & SM90_PER_THREAD);
-    }
     return;
   }
   warpgroup_regs_claim<G::CONSUMER_REGS>();

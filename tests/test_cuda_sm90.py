@@ -106,32 +106,6 @@ def test_every_ring_depth_gives_the_same_bits(stages, cta_k, d):
     assert torch.equal(ops_sm90.run_attention(p, stages=stages, cta_k=cta_k), ops_sm90.run_attention(p, cta_k=cta_k))
 
 
-# (n_q, n_kv, d, dtype, layout, causal, granularity, flavour, cta_k, h_q, h_kv): the entry fusion over both
-# flavours and granularities, both dtypes and layouts, ragged and short N, GQA and every geometry
-FUSED_Q_CASES = [(1000, 1000, 128, torch.float16, "HND", False, "per_thread", "triton", None, 4, 4),
-                 (1000, 1300, 64, torch.bfloat16, "NHD", True, "per_warp", "cuda", None, 4, 2),
-                 (77, 77, 128, torch.bfloat16, "HND", True, "per_thread", "cuda", None, 2, 2),
-                 (17, 300, 64, torch.float16, "HND", False, "per_thread", "triton", None, 4, 1),
-                 (700, 700, 64, torch.float16, "NHD", False, "per_warp", "triton", 64, 2, 2),
-                 (1100, 1100, 128, torch.float16, "HND", True, "per_thread", "triton", 64, 4, 4)]
-
-
-@gpu
-@pytest.mark.parametrize("nq,nkv,d,dtype,layout,causal,gran,flavour,cta_k,hq,hkv", FUSED_Q_CASES)
-def test_kernel_quantizing_q_itself_gives_the_same_bits(nq, nkv, d, dtype, layout, causal, gran, flavour, cta_k, hq,
-                                                         hkv):
-    """fused_q: the producer warpgroup quantizes Q (q_entry.cuh); its int8 rows and scales are the separate
-    quantizer's, so the output and the lse are the unfused kernel's, bit for bit."""
-    _needs_sm90()
-    seed = _seed()
-    q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    p = ops_sm90.prepare(q, k, v, causal=causal, layout=layout, granularity=gran, flavour=flavour)
-    fused, fused_lse = ops_sm90.run_attention(p, return_lse=True, fused_q=True, q_flavour=flavour, cta_k=cta_k)
-    out, lse = ops_sm90.run_attention(p, return_lse=True, cta_k=cta_k)
-    assert torch.equal(fused, out), f"seed={seed}"
-    assert torch.equal(fused_lse, lse), f"seed={seed}"
-
-
 @gpu
 @pytest.mark.parametrize("nq,nkv,causal,align,gran,hq,hkv", [(1000, 1000, False, "bottom_right", "per_thread", 4, 4),
                                                           (100, 1333, True, "bottom_right", "per_thread", 4, 2),
@@ -257,13 +231,6 @@ def test_shared_memory_budget_and_stage_checks():
     assert ops_sm90.shared_memory_bytes(128, 4) == (2 * 128 * 128 + 4 * 2 * 128 * 128 + 2 * 128 * 4
                                                     + 8 * 16 * (256 + 16) + 8 * 12 + 8 + 5 * 12 + 1024)
     assert ops_sm90.check_stages(64, None) >= 2
-    # the entry fusion adds 3 staged 32-row fp16 granules, their mbarriers and slot words, two slots' 64 q scales
-    assert ops_sm90.shared_memory_bytes(128, 4, fused_q=True) == (ops_sm90.shared_memory_bytes(128, 4)
-                                                                   + 3 * (32 * 128 * 2 + 16 + 4) + 2 * 64 * 4)
-    for d in (64, 128):
-        for g in (None, ops_sm90.ROTATION_GEOMETRY):
-            fits = ops_sm90.check_stages(d, None, g or ops_sm90.geometry_for(None, d))
-            assert ops_sm90.shared_memory_bytes(d, fits, g, fused_q=True) <= ops_sm90.SMEM_LIMIT
     for bad in (1, 7, "3"):
         with pytest.raises(ValueError, match="stages: expected an int in 2..4 at head_dim 128"):
             ops_sm90.check_stages(128, bad)

@@ -40,8 +40,6 @@ from sagelib.cuda.tma import tensor_map
 PRESET = "sm90"
 ARCH = "sm_90a"
 Q_SLOTS = 2  #: Q tiles in shared memory (kernels/include/attn_sm90/geometry.cuh SM90_Q_SLOTS)
-Q_GRANULE_ROWS = 32  #: query rows per staged granule of the entry fusion (q_entry.cuh SM90_Q_GRANULE_ROWS)
-Q_TRITON_FLAG = 8  #: flags bit of the entry fusion: the triton flavour's rounding (q_entry.cuh SM90_Q_TRITON)
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
@@ -107,27 +105,16 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def q_staging_stages(head_dim: int) -> int:
-    """Staged 16-bit Q granules of the entry fusion (kernels/include/attn_sm90/q_entry.cuh SM90_Q_STAGING)."""
-    return 3  # one per quantizing warp, at both head dims
-
-
-def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None, fused_q: bool = False) -> int:
+def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None) -> int:
     """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack);
-    ``geometry`` None: the preset's at ``head_dim`` (:func:`geometry_for`); ``fused_q``: the entry fusion's
-    build (-DSM90_FUSED_Q=1), which adds the 16-bit Q staging ring, its barriers and the slots' q scales."""
+    ``geometry`` None: the preset's at ``head_dim`` (:func:`geometry_for`)."""
     geometry = geometry or geometry_for(None, head_dim)
     tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
     channel_scales = Q_SLOTS * head_dim * 4  # each Q slot's V channel scales (fp32)
     output_staging = 4 * geometry.consumers * 16 * (2 * head_dim + 16)  # 16 padded fp16 rows per consumer warp
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
     divisors = 5 * 12  # the tile decode's five FastDivisors (scheduler.cuh TileDivisors)
-    entry = 0
-    if fused_q:
-        staged = q_staging_stages(head_dim)
-        # granules of 32 rows, their barriers and slot words, each slot's q scales (up to cta_q / 2 groups)
-        entry = staged * (Q_GRANULE_ROWS * head_dim * 2 + 8 * 2 + 4) + Q_SLOTS * geometry.cta_q // 2 * 4
-    return tiles + channel_scales + output_staging + barriers + divisors + entry + SMEM_ALIGN
+    return tiles + channel_scales + output_staging + barriers + divisors + SMEM_ALIGN
 
 
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:
@@ -174,7 +161,7 @@ def tensor_maps(p: PreparedAttention, geometry: Geometry):
 
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
                   build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None,
-                  geometry: Geometry | None = None, fused_q: bool = False, q_flavour: str | None = None):
+                  geometry: Geometry | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
     ``cta_k`` (None or 64) and the head dim pick the geometry (:func:`geometry_for`): the output is
@@ -186,10 +173,6 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
     of ``kernels/include/attn_sm90/trace.cuh``. ``geometry`` (experiments) builds another
     Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``.
-
-    ``fused_q`` (the issue's entry fusion, an experiment): the kernel is built with -DSM90_FUSED_Q=1
-    and quantizes the 16-bit ``p.q_hnd`` itself (``q_flavour``'s rounding, default the preset's for
-    ``p.granularity``), so ``p.q_int8`` and ``p.q_scale`` are not read.
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
@@ -206,36 +189,15 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // geometry.cta_q) * h_q * b
     options = (*environment_options(), *build_options)
-    maps = tensor_maps(p, geometry)
-    if fused_q:
-        options, maps, flags = _fused_q_launch(p, geometry, stages, options, maps, flags, q_flavour)
     instance = instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys)
     fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
-           (*maps, p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
+           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
-           shared_mem=shared_memory_bytes(width, stages, geometry, fused_q), name="attn_sm90_kernel")
+           shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
     return finish_outputs(p, out, lse)
-
-
-def _fused_q_launch(p: PreparedAttention, geometry: Geometry, stages: int, options, maps, flags: int,
-                    q_flavour: str | None):
-    """Build options, tensor maps and flags of the entry fusion (q_entry.cuh): the 16-bit Q's map in Q's place."""
-    width = p.q_int8.shape[-1]
-    if p.q_hnd.shape[-1] != width:
-        raise ValueError(f"fused_q: expected q's head_dim to be the kernel's ({width}), got {p.q_hnd.shape[-1]}; "
-                         "pad q, or run without fused_q")
-    if shared_memory_bytes(width, stages, geometry, fused_q=True) > SMEM_LIMIT:
-        raise ValueError(f"fused_q: {geometry} with {stages} stages at head_dim {width} leaves no room for the "
-                         "staging ring; pass fewer stages, or run without fused_q")
-    flavour = q_flavour or P.PRESETS[PRESET].default_flavour(p.granularity)
-    if flavour not in ("triton", "cuda"):
-        raise ValueError(f"q_flavour: expected 'triton', 'cuda' or None, got {q_flavour!r}")
-    q_map = tensor_map(p.q_hnd, (1, 1, Q_GRANULE_ROWS, width), "none")
-    return ((*options, "-DSM90_FUSED_Q=1"), (q_map, *maps[1:]),
-            flags | (Q_TRITON_FLAG if flavour == "triton" else 0))
 
 
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET, granularity="per_thread",

@@ -23,11 +23,6 @@
 #ifndef SM90_VSCALE_SMEM
 #define SM90_VSCALE_SMEM 1
 #endif
-#ifndef SM90_FUSED_Q
-#define SM90_FUSED_Q 0  // 1: Q arrives as fp16 / bf16 and the producer warpgroup quantizes it (q_entry.cuh)
-#endif
-// (The entry fusion's quantizing warps live in these 24 too: at 32 the two-consumer build's pool of
-// 168 x 384 registers leaves the consumers 236, and their setmaxnreg.inc to 240 never returns.)
 #define SM90_PRODUCER_REGS 24
 #define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
 #define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step

@@ -19,7 +19,6 @@
 #include "../hopper/wgmma.cuh"
 #include "epilogue.cuh"
 #include "pingpong.cuh"
-#include "q_entry.cuh"
 #include "scheduler.cuh"
 #include "softmax.cuh"
 #include "trace.cuh"
@@ -189,13 +188,8 @@ SAGE_DEVICE TakenTile take_tile(Smem &smem, RingPosition<SM90_Q_SLOTS> &q_at,
     t.blocks = at.blocks;
     if (t.blocks > 0) {
       const bool per_thread = a.flags & SM90_PER_THREAD;
-      if constexpr (SM90_FUSED_Q) {  // the producer warpgroup's, in the slot (q_entry.cuh)
-        const int row16 = (at.warp_row0 - at.q0) / 16;
-        t.q_scale = atomicAdd(&smem.q_scales[slot][per_thread ? row16 * 8 + lane / 4 : row16], 0.0f);
-      } else {
-        const int q_group = min(per_thread ? (at.warp_row0 / 16) * 8 + lane / 4 : at.warp_row0 / 16, a.q_groups - 1);
-        t.q_scale = a.q_scale[at.bh * a.q_groups + q_group];
-      }
+      const int q_group = min(per_thread ? (at.warp_row0 / 16) * 8 + lane / 4 : at.warp_row0 / 16, a.q_groups - 1);
+      t.q_scale = a.q_scale[at.bh * a.q_groups + q_group];
       t.k_scale0 = *thread_k_scales(a, at.bhk, lane);
     }
   }

@@ -12,12 +12,11 @@
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
-#include "q_entry.cuh"
 #include "scheduler.cuh"
 #include "trace.cuh"
 
 struct AttnMaps {
-  const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D (SM90_FUSED_Q: 16-bit [B, H_q, N_q, D], box 32 x D)
+  const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D
   const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box BLOCK_KEYS x D
   const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x BLOCK_KEYS
 };
@@ -45,7 +44,6 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
   tma_prefetch_descriptor(maps.v);
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
-  RingPosition<SM90_Q_STAGING(D)> staged;  // SM90_FUSED_Q: the Q granules' staging ring
   u64 *const trace_rows_here = trace_rows(trace, SM90_TRACE_PRODUCER);
   const TileTracer tile_trace{trace_rows_here != nullptr ? trace_rows_here + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
                                                          : nullptr};
@@ -54,11 +52,9 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
     tile_trace.stamp(walked, PRODUCER_SLOT_FREE);
     const int slot = q_at.stage;
     u64 *q_full = &smem.q_slots.full[slot];
-    constexpr u32 GRANULES = SM90_FUSED_Q ? G::CTA_Q / SM90_Q_GRANULE_ROWS : 0;
     if (!tiles.valid(t)) {
       hand_over_tile(smem, slot, SM90_NO_TILE);
-      mbarrier_arrive_count(q_full, 1 + GRANULES);
-      if constexpr (SM90_FUSED_Q) end_q_staging<D>(smem, staged);
+      mbarrier_arrive(q_full);
       return;
     }
     const int next = tiles.take_next(tile_counter, t);  // in flight while this tile loads
@@ -68,16 +64,10 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
     const int hk = tiles.kv_head(tile.head);
     hand_over_tile(smem, slot, t);
     const u32 scale_bytes = SM90_VSCALE_SMEM ? sizeof(smem.v_scale[0]) : 0;
-    const u32 q_bytes = blocks > 0 && !SM90_FUSED_Q ? sizeof(smem.q[0]) : 0;
-    if (GRANULES > 0 && blocks == 0) mbarrier_arrive_count(q_full, GRANULES);  // no Q to quantize
-    mbarrier_arrive_expect_tx(q_full, scale_bytes + q_bytes);
+    mbarrier_arrive_expect_tx(q_full, scale_bytes + (blocks > 0 ? sizeof(smem.q[0]) : 0));
     if (SM90_VSCALE_SMEM)
       bulk_load(smem.v_scale[slot], v_scale + ((i64)tile.batch * heads_kv + hk) * D, scale_bytes, q_full);
-    if constexpr (SM90_FUSED_Q) {
-      if (blocks > 0) stage_q_tile<D>(maps.q, smem, staged, slot, q0, tile.head, tile.batch);
-    } else if (blocks > 0) {
-      tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
-    }
+    if (blocks > 0) tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
     tile_trace.stamp(walked, PRODUCER_Q_ISSUED);
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);

@@ -28,11 +28,6 @@ SAGE_DEVICE void mbarrier_arrive(u64 *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 }
 
-// `count` arrivals at once (a producer standing in for helpers that have nothing to add).
-SAGE_DEVICE void mbarrier_arrive_count(u64 *bar, u32 count) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(count) : "memory");
-}
-
 // One arrival that also announces `bytes` of transactions the phase must wait for.
 SAGE_DEVICE void mbarrier_arrive_expect_tx(u64 *bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
@@ -52,23 +47,6 @@ SAGE_DEVICE bool mbarrier_try_wait_parity(u64 *bar, u32 parity) {
       : "r"(smem_address(bar)), "r"(parity)
       : "memory");
   return done != 0;
-}
-
-// Blocks until the phase of the given parity has completed, the thread suspended in between (up to
-// 10 ms a try, woken by the phase): for waiters off the critical path, which should not take issue slots.
-SAGE_DEVICE void mbarrier_wait_parity_suspended(u64 *bar, u32 parity) {
-  u32 done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n"
-        "  .reg .pred complete;\n"
-        "  mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2, %3;\n"
-        "  selp.u32 %0, 1, 0, complete;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(smem_address(bar)), "r"(parity), "r"(10000000u)
-        : "memory");
-  }
 }
 
 // Blocks until the phase of the given parity has completed.

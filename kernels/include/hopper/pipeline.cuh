@@ -1,7 +1,7 @@
 // The producer/consumer ring of shared-memory stages (sm_90a), on mbarrier pairs.
 //
 // Stage s has a `full` barrier (1 arrival: the producer's arrive_expect_tx, plus the
-// bytes its TMA copies deliver; `producer_arrivals` when several threads fill a stage) and an `empty` barrier (one arrival per consumer warp
+// bytes its TMA copies deliver) and an `empty` barrier (one arrival per consumer warp
 // once it no longer reads the stage). Both sides walk the stages in the same order
 // with a RingPosition; the phase parity flips each time the position wraps.
 //
@@ -35,10 +35,10 @@ struct RingBarriers {
   u64 full[STAGES];
   u64 empty[STAGES];
 
-  SAGE_DEVICE void init(u32 consumer_arrivals, u32 producer_arrivals = 1) {
+  SAGE_DEVICE void init(u32 consumer_arrivals) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(&full[s], producer_arrivals);
+      mbarrier_init(&full[s], 1);
       mbarrier_init(&empty[s], consumer_arrivals);
     }
   }
