@@ -36,13 +36,8 @@ struct Sm90Smem {
   u8 q[SM90_Q_SLOTS][G::CTA_Q * D];
   u8 k[STAGES][G::BLOCK_KEYS * D];
   u8 v[STAGES][D * G::BLOCK_KEYS];
-#if SM90_TMA_STORE
-  u8 o_stage[G::CONSUMER_WARPS][SM90_STAGE_BYTES(D)];  // here 1024-aligned, as the TMA's 128-byte swizzle wants
-#endif
   float v_scale[SM90_Q_SLOTS][D];  // each Q slot's tile's V channel scales (its epilogue's), copied with its Q
-#if !SM90_TMA_STORE
   u8 o_stage[G::CONSUMER_WARPS][SM90_STAGE_BYTES(D)];  // each consumer warp's output rows on their way out
-#endif
   RingBarriers<STAGES> ring;
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
@@ -56,7 +51,7 @@ struct Sm90Smem {
 template <int D, int STAGES, int CONSUMERS, int BLOCK_KEYS>
 __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 1) attn_sm90_kernel(
     const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
-    const __grid_constant__ TensorMap v_map, const __grid_constant__ TensorMap o_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
+    const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
     const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn, float *__restrict__ lse,
     int n_q, int n_kv, int heads_q, int heads_kv, int batch, int q_groups, int k_groups, int flags, int causal_shift,
     float sm_scale_log2e, int *tile_counter, u64 *trace) {
@@ -86,5 +81,5 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   warpgroup_regs_claim<G::CONSUMER_REGS>();
   consume<D, STAGES>(smem, tiles,
                      ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
-                                  k_groups, flags, causal_shift, sm_scale_log2e, trace, &o_map});
+                                  k_groups, flags, causal_shift, sm_scale_log2e, trace});
 }

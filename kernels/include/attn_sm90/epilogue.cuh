@@ -10,7 +10,6 @@
 #pragma once
 #include "../convert.cuh"
 #include "../epilogue.cuh"
-#include "../hopper/tma.cuh"
 #include "../online_softmax.cuh"
 
 // The output goes through a per-warp staging tile in shared memory (SM90_STAGED_STORE=1,
@@ -21,26 +20,16 @@
 #ifndef SM90_STAGED_STORE
 #define SM90_STAGED_STORE 1
 #endif
-// SM90_TMA_STORE=1 (an experiment): the staging tile is laid out as the TMA wants it, boxes of 16 rows
-// x 64 channels (128-byte rows, the 128-byte swizzle), and one lane hands it to the TMA unit, which
-// stores it while the warp goes on; the next epilogue waits until the unit has read the tile.
-#ifndef SM90_TMA_STORE
-#define SM90_TMA_STORE 0
-#endif
-#define SM90_STAGE_ROW_BYTES(D) (SM90_TMA_STORE ? 2 * (D) : 2 * (D) + 16)
+#define SM90_STAGE_ROW_BYTES(D) (2 * (D) + 16)
 #define SM90_STAGE_BYTES(D) (16 * SM90_STAGE_ROW_BYTES(D))  // one warp's 16 rows
 
 template <int D>
 SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2], const float (&l_part)[2],
                                    const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sn,
                                    float *__restrict__ lse, int row0, int n_q, int lane, bool out_bf16, bool causal,
-                                   int shift, u8 *stage, const TensorMap *o_map, int head, int batch) {
+                                   int shift, u8 *stage) {
   float2 vs[D / 8];
   load_channel_scales<D>(v_scale, lane, vs);
-  if (SM90_TMA_STORE) {
-    if (lane == 0) bulk_wait_read<0>();  // the last tile's store has read the staging tile
-    __syncwarp();
-  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
@@ -53,25 +42,13 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
         const float a = o[4 * j + 2 * h] * f.inv * vs[j].x;
         const float b = o[4 * j + 2 * h + 1] * f.inv * vs[j].y;
         const u32 pair = out_bf16 ? pack2<true>(a, b) : pack2<false>(a, b);
-        if (SM90_TMA_STORE) {  // box j / 8, 16-byte chunk j % 8 of row r, swizzled by r % 8: no bank conflicts
-          const int r = lane / 4 + 8 * h;
-          *reinterpret_cast<u32 *>(stage + (j / 8) * 2048 + r * 128 + 16 * ((j % 8) ^ (r % 8)) + 4 * (lane % 4)) =
-              pair;
-        } else if (SM90_STAGED_STORE) *reinterpret_cast<u32 *>(stage_row + 16 * j) = pair;
+        if (SM90_STAGED_STORE) *reinterpret_cast<u32 *>(stage_row + 16 * j) = pair;
         else *reinterpret_cast<u32 *>(dst + 8 * j) = pair;
       }
     }
     if (row < n_q && lse != nullptr && lane % 4 == 0) lse[row] = f.lse;
   }
-  if (SM90_TMA_STORE) {
-    fence_proxy_async();
-    __syncwarp();
-    if (lane == 0) {
-#pragma unroll
-      for (int box = 0; box < D / 64; ++box) tma_store_4d(o_map, stage + 2048 * box, 64 * box, row0 - lane / 4, head, batch);
-      bulk_commit();
-    }
-  } else if (SM90_STAGED_STORE) {
+  if (SM90_STAGED_STORE) {
     constexpr int CHUNKS = 2 * D / 16;  // 16-byte chunks per row: 16 at D128, 8 at D64
     __syncwarp();
 #pragma unroll

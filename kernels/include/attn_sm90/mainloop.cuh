@@ -84,7 +84,6 @@ struct ConsumerArgs {
   int n_q, n_kv, heads_kv, q_groups, k_groups, flags, shift;
   float sm_scale_log2e;
   u64 *trace;  // SM90_TRACE builds: the phase timestamps (trace.cuh); else unused
-  const TensorMap *o_map;  // SM90_TMA_STORE builds: the output [B, H_q, N_q, D], boxes of 16 rows x 64 channels
 };
 
 // This warpgroup's 64 query rows as the A operand of Q.K^T: a descriptor of the tile in
@@ -425,11 +424,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
                          a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
                          a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
-                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp], a.o_map,
-                         at.tile.head, at.tile.batch);
+                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
     if (SM90_VSCALE_SMEM) warp_release(q_empty);  // its Q and channel scales are read
     tile_trace.stamp(walked, TILE_STORED);
     if (!SM90_TAKE_EARLY) next = take(walked + 1);
   }
-  if (SM90_TMA_STORE && lane == 0) bulk_wait<0>();  // the shared memory outlives the last stores
 }

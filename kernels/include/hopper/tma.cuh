@@ -52,31 +52,6 @@ SAGE_DEVICE void tma_load_4d(void *dst, const TensorMap *map, u64 *bar, int c0, 
       : "memory");
 }
 
-// The box of `map` at (c0, c1, c2, c3) from shared memory `src`, in this thread's bulk group. The
-// async proxy reads `src`: every thread that wrote it runs fence_proxy_async first. Boxes past the
-// tensor's end are clipped.
-SAGE_DEVICE void tma_store_4d(const TensorMap *map, const void *src, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
-                   reinterpret_cast<u64>(map)),
-               "r"(smem_address(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-}
-
-// Closes this thread's bulk group of stores.
-SAGE_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
-
-// Until at most N of this thread's bulk groups still read their shared memory (it may be rewritten).
-template <int N>
-SAGE_DEVICE void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-
-// Until at most N of this thread's bulk groups are still in flight.
-template <int N>
-SAGE_DEVICE void bulk_wait() {
-  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
-}
-
 // `bytes` contiguous bytes (a multiple of 16; both addresses 16-byte aligned) to shared memory.
 SAGE_DEVICE void bulk_load(void *dst, const void *src, u32 bytes, u64 *bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
