@@ -40,6 +40,7 @@ reps = 20
 budget_s = 0.4
 baseline = "sdpa-cudnn"
 quantizer_shapes = ["2:32:16384:128", "32:32:1024:128"]
+short_call_shapes = ["B32 H32 N1024 D128", "B32 H32 N1024 D64"]
 recorded_dir = "data/results"
 save_recording = False
 
@@ -49,7 +50,7 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from sagelib import bench, bench_plots, bench_records
+from sagelib import bench, bench_plots, bench_records, short_call
 from sagelib.bench_ceilings import format_ceilings, measure_ceilings
 from sagelib.results import Results
 
@@ -151,6 +152,37 @@ if quantizers is not None:
         if r["what"].startswith("all quantization"):
             results.headline(f"quantization_of_copy_{r['shape'].replace(':', '_')}", round(100 * share, 1), unit="%",
                              note="measured now" if not_live is None else quant_title)
+
+# %% [markdown]
+# ## The short-sequence call: where its time goes (recorded)
+# At N=1024, B=32 the Hopper kernel alone is faster than cuDNN's whole call, and the separate
+# quantizers (Q to INT8, K smoothed to INT8, V to e4m3: ~1.2 GB read and written, ~0.40 ms) lose
+# that lead again; issue 6 asks the whole call to beat cuDNN there. Two recorded experiments tried
+# to hide the quantizers' time and both were closed (EXPERIMENT_LOG seq 74 and 76):
+# * the quantizers on the SMs a smaller attention grid leaves free: there they stream ~44 GB/s per
+#   SM, so no grid beats the sequential call (right panel);
+# * Q quantized inside the kernel by the producer warpgroup's idle warps: the same bits, but three
+#   24-register warps take ~10 µs per tile where the consumers leave ~5 µs, and every element's
+#   instructions compete with the softmax for issue slots.
+#
+# Even at the copy bandwidth the quantizers' bytes would cost ~0.28 ms, so no faster separate pass
+# closes the gap: K and V have to be quantized inside the attention pipeline, and the kernel made
+# faster as well. Each file timed its own variants in one process; the two files are from the same
+# tree and card but not from the same call.
+
+# %%
+beside_rows, beside_path = short_call.load_beside(bench_records.resolve(recorded_dir))
+fusion_rows, fusion_path = short_call.load_fusion(bench_records.resolve(recorded_dir))
+if beside_rows and fusion_rows:
+    for shape in short_call_shapes:
+        breakdown = short_call.call_breakdown(beside_rows, fusion_rows, shape)
+        results.add(f"short call {shape} (recorded)", breakdown)
+        fig = bench_plots.short_call(breakdown, [r for r in beside_rows if r.shape == shape], shape=shape,
+                                     title=f"RECORDED on the H200: {beside_path.name} and {fusion_path.name}")
+        results.figure(fig, f"short_call_{shape.replace(' ', '_')}")
+else:
+    display(Markdown("No recorded files of log seq 74 and 76 (`data/results/*-quant-beside-attention.txt`, "
+                     "`*-sm90-entry-fusion-producer.json`) to show."))
 
 # %% [markdown]
 # ## Every measurement

@@ -142,3 +142,31 @@ def quantizer_bandwidth(quantizers: dict, *, title: str, target: float = 0.70):
     ax.legend(fontsize=8, loc="upper center", ncol=2)
     fig.tight_layout()
     return fig
+
+
+def short_call(breakdown: dict, beside: list, *, shape: str, title: str):
+    """Left: each recorded way to make the call at ``shape`` in ms, as a share of cuDNN's (the last entry of
+    ``breakdown``, :func:`sagelib.short_call.call_breakdown`). Right: the kernel alone and with the
+    quantizers beside it against its grid (``beside``: that shape's :class:`~sagelib.short_call.BesideRow`)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.2), gridspec_kw={"width_ratios": [1.3, 1]})
+    labels, values = list(breakdown), list(breakdown.values())
+    reference = values[-1]
+    bars = left.barh(range(len(labels)), values, color=["tab:gray"] + ["tab:blue"] * (len(labels) - 2) + ["tab:orange"])
+    left.bar_label(bars, labels=[f"{v:.3f} ms ({v / reference:.2f}x cuDNN's time)" for v in values], fontsize=8, padding=2)
+    left.set_yticks(range(len(labels)), labels, fontsize=8)
+    left.invert_yaxis()
+    left.set_xlim(0, 1.45 * max(values))
+    left.set_xlabel("ms per call")
+    left.set_title(f"{shape}: the call, recorded")
+    grids = [r.grid for r in beside]
+    right.plot(grids, [r.attention_ms for r in beside], "o-", label="kernel alone on G CTAs")
+    right.plot(grids, [r.beside_ms for r in beside], "s-", label="kernel + quantizers beside it")
+    right.axhline(beside[0].sequential_ms, color="tab:blue", linestyle="--", linewidth=1, label="quantizers, then kernel")
+    right.axhline(beside[0].cudnn_ms, color="tab:orange", linestyle="--", linewidth=1, label="cuDNN fp16")
+    right.set_xlabel("CTAs of the attention kernel (the SMs left free run the quantizers)")
+    right.set_ylabel("ms")
+    right.set_title("Quantizers beside the kernel (premise, log seq 74)")
+    right.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
