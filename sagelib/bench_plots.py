@@ -152,7 +152,8 @@ def short_call(breakdown: dict, beside: list, *, shape: str, title: str):
     labels, values = list(breakdown), list(breakdown.values())
     reference = values[-1]
     bars = left.barh(range(len(labels)), values, color=["tab:gray"] + ["tab:blue"] * (len(labels) - 2) + ["tab:orange"])
-    left.bar_label(bars, labels=[f"{v:.3f} ms ({v / reference:.2f}x cuDNN's time)" for v in values], fontsize=8, padding=2)
+    left.bar_label(bars, labels=[f"{v:.3f} ms ({v / reference:.2f}x cuDNN's time)" for v in values], fontsize=8,
+                   padding=2)
     left.set_yticks(range(len(labels)), labels, fontsize=8)
     left.invert_yaxis()
     left.set_xlim(0, 1.45 * max(values))
@@ -161,7 +162,8 @@ def short_call(breakdown: dict, beside: list, *, shape: str, title: str):
     grids = [r.grid for r in beside]
     right.plot(grids, [r.attention_ms for r in beside], "o-", label="kernel alone on G CTAs")
     right.plot(grids, [r.beside_ms for r in beside], "s-", label="kernel + quantizers beside it")
-    right.axhline(beside[0].sequential_ms, color="tab:blue", linestyle="--", linewidth=1, label="quantizers, then kernel")
+    right.axhline(beside[0].sequential_ms, color="tab:blue", linestyle="--", linewidth=1,
+                  label="quantizers, then kernel")
     right.axhline(beside[0].cudnn_ms, color="tab:orange", linestyle="--", linewidth=1, label="cuDNN fp16")
     right.set_xlabel("CTAs of the attention kernel (the SMs left free run the quantizers)")
     right.set_ylabel("ms")
