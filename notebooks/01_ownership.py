@@ -341,7 +341,8 @@ if built_doc is not None:
 # baseline build of the same call (kernel only; ratios across calls would mix in the card's
 # drift). Each file is cited by an experiment-log record that says what was tried and why it
 # was kept or closed. Variants whose output disagreed with the baseline's are listed under
-# the chart instead of drawn (their times do not count). Moving work into the softmax phase,
+# the chart instead of drawn (their times do not count). The first chart keeps one row per file,
+# its best variant; the second has every variant. Moving work into the softmax phase,
 # or the softmax beside the same warpgroup's wgmma, lost every time; the traces and ncu point
 # to a phase bound by its own instruction latency at two consumer warps per scheduler.
 
@@ -349,13 +350,19 @@ if built_doc is not None:
 sweep_ratios = sweep_records.load_ratios()
 results.add("schedule experiments (recorded)", sweep_ratios)
 issue_shapes = ["B2 H32 N16384 D128", "B2 H32 N16384 D128 causal", "B2 H32 N16384 D64", "B32 H32 N1024 D128"]
-if sweep_ratios:
+if sweep_ratios:  # first one row per recorded sweep (its best variant), then every variant
+    best = sweep_records.best_per_experiment(sweep_ratios, issue_shapes)
+    fig = plots.speedup_bars([f"{b.experiment.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {b.variant}"
+                              f" (best of {b.variants})" for b in best],
+                             {s: [b.speedup.get(s, float("nan")) for b in best] for s in issue_shapes},
+                             title="Each recorded sweep's best variant against the baseline of the same call")
+    results.figure(fig, "schedule_experiments_best")
     labels = list(dict.fromkeys((r.experiment, r.variant) for r in sweep_ratios  # file order, each once
                                 if r.same_output and r.shape in issue_shapes))
     by_key = {(r.experiment, r.variant, r.shape): r.speedup for r in sweep_ratios if r.same_output}
     fig = plots.speedup_bars([f"{e.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {v}" for e, v in labels],
                              {s: [by_key.get((e, v, s), float("nan")) for e, v in labels] for s in issue_shapes},
-                             title="Build variants of the Hopper kernel against the baseline of the same call")
+                             title="Every build variant of the Hopper kernel against the baseline of the same call")
     results.figure(fig, "schedule_experiments")
     void = [r for r in sweep_ratios if not r.same_output]
     for r in void:

@@ -90,3 +90,25 @@ def load_ratios(directory: str | Path = bench_records.RESULTS_DIR) -> list[Varia
     for document, path in bench_records.load_all(directory, SCHEMA):
         found += ratios(document, experiment_name(path))
     return found
+
+
+@dataclass(frozen=True)
+class BestOfRecord:
+    experiment: str
+    variant: str                # the variant with the highest mean speedup over ``shapes``
+    variants: int               # how many same-output variants the file timed on those shapes
+    speedup: dict[str, float]   # shape -> that variant's speedup (shapes it was not timed on are missing)
+
+
+def best_per_experiment(found: list[VariantRatio], shapes: list[str]) -> list[BestOfRecord]:
+    """Each recorded sweep's best same-output variant over ``shapes`` (mean speedup over the shapes it ran),
+    in file order: one row per experiment-log record, where the list of every variant runs long."""
+    by_experiment: dict[str, dict[str, dict[str, float]]] = {}
+    for r in found:
+        if r.same_output and r.shape in shapes:
+            by_experiment.setdefault(r.experiment, {}).setdefault(r.variant, {})[r.shape] = r.speedup
+    best = []
+    for experiment, variants in by_experiment.items():
+        name, speedup = max(variants.items(), key=lambda item: sum(item[1].values()) / len(item[1]))
+        best.append(BestOfRecord(experiment, name, len(variants), speedup))
+    return best

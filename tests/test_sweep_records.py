@@ -57,3 +57,16 @@ def test_a_shape_listed_twice_in_one_call_is_a_second_pass():
     rows = [_row("default", "S", 10.0), _row("v", "S", 5.0), _row("default", "S", 20.0), _row("v", "S", 10.0)]
     (ratio,) = sweep_records.ratios({"rows": rows}, "exp")
     assert (ratio.variant, ratio.speedup, ratio.repeats) == ("v", 2.0, 2)
+
+
+def test_best_per_experiment_keeps_each_files_best_same_output_variant():
+    found = [sweep_records.VariantRatio("a", "slow", "S", 0.9, 0.9, 0.9, 1, True),
+             sweep_records.VariantRatio("a", "slow", "T", 0.9, 0.9, 0.9, 1, True),
+             sweep_records.VariantRatio("a", "fast", "S", 1.2, 1.2, 1.2, 1, True),
+             sweep_records.VariantRatio("a", "fast", "T", 1.0, 1.0, 1.0, 1, True),
+             sweep_records.VariantRatio("a", "wrong", "S", 9.0, 9.0, 9.0, 1, False),
+             sweep_records.VariantRatio("b", "only", "U", 1.5, 1.5, 1.5, 1, True),
+             sweep_records.VariantRatio("b", "only", "S", 0.7, 0.7, 0.7, 1, True)]
+    best = sweep_records.best_per_experiment(found, ["S", "T"])
+    assert [(b.experiment, b.variant, b.variants, b.speedup) for b in best] == [
+        ("a", "fast", 2, {"S": 1.2, "T": 1.0}), ("b", "only", 1, {"S": 0.7})]
