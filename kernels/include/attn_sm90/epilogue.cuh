@@ -11,14 +11,6 @@
 #include "../convert.cuh"
 #include "../epilogue.cuh"
 #include "../online_softmax.cuh"
-#include "trace.cuh"
-
-// SM90_TRACE_EPILOGUE=1 (with SM90_TRACE=1, an instrument): the epilogue's parts of tile t are stamped
-// into the block rows' row t instead of the first tile's blocks (points: entered, channel scales in
-// use, first row half packed and staged, second, stores issued).
-#ifndef SM90_TRACE_EPILOGUE
-#define SM90_TRACE_EPILOGUE 0
-#endif
 
 // The output goes through a per-warp staging tile in shared memory (SM90_STAGED_STORE=1,
 // the default): each thread writes its 4-byte channel pairs there, and the warp then stores
@@ -35,17 +27,9 @@ template <int D>
 SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2], const float (&l_part)[2],
                                    const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sn,
                                    float *__restrict__ lse, int row0, int n_q, int lane, bool out_bf16, bool causal,
-                                   int shift, u8 *stage, TileTracer parts = {nullptr}, int walked = 0) {
-  parts.stamp(walked, 0);
+                                   int shift, u8 *stage) {
   float2 vs[D / 8];
   load_channel_scales<D>(v_scale, lane, vs);
-  if (SM90_TRACE_EPILOGUE) {  // wait for the scales here, so the stamp says what they cost
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) sum += vs[j].x;
-    if (sum == -1.0f) parts.stamp(walked, 5);
-  }
-  parts.stamp(walked, 1);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
@@ -63,7 +47,6 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
       }
     }
     if (row < n_q && lse != nullptr && lane % 4 == 0) lse[row] = f.lse;
-    parts.stamp(walked, 2 + h);
   }
   if (SM90_STAGED_STORE) {
     constexpr int CHUNKS = 2 * D / 16;  // 16-byte chunks per row: 16 at D128, 8 at D64
@@ -77,5 +60,4 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
     }
     __syncwarp();  // the staging tile is free again
   }
-  parts.stamp(walked, 4);
 }

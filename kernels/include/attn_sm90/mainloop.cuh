@@ -400,7 +400,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
                                       cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
-                                      Tracer{walked == 0 && !SM90_TRACE_EPILOGUE ? trace_warp : nullptr}};
+                                      Tracer{walked == 0 ? trace_warp : nullptr}};
       c.q.load(q_tile, t);
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
@@ -424,8 +424,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
                          a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
                          a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
-                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp],
-                         TileTracer{SM90_TRACE_EPILOGUE ? trace_warp : nullptr}, walked);
+                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
     if (SM90_VSCALE_SMEM) warp_release(q_empty);  // its Q and channel scales are read
     tile_trace.stamp(walked, TILE_STORED);
     if (!SM90_TAKE_EARLY) next = take(walked + 1);
