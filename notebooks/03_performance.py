@@ -161,9 +161,10 @@ if quantizers is not None:
 # to hide the quantizers' time and both were closed (EXPERIMENT_LOG seq 74 and 76):
 # * the quantizers on the SMs a smaller attention grid leaves free: there they stream ~44 GB/s per
 #   SM, so no grid beats the sequential call (right panel);
-# * Q quantized inside the kernel by the producer warpgroup's idle warps: the same bits, but three
-#   24-register warps take ~10 µs per tile where the consumers leave ~5 µs, and every element's
-#   instructions compete with the softmax for issue slots.
+# * Q quantized inside the kernel by the producer warpgroup's idle warps: the same bits, but the
+#   kernel ran at 0.53x; staging Q without quantizing it ran at 0.998x, so the loss is the
+#   quantization itself (three 24-register warps, ~10 µs per tile by the slowdown, where the
+#   consumers leave ~5 µs, their instructions competing with the softmax for issue slots).
 #
 # Even at the copy bandwidth the quantizers' bytes would cost ~0.28 ms, so no faster separate pass
 # closes the gap: K and V have to be quantized inside the attention pipeline, and the kernel made
