@@ -68,7 +68,10 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
 #pragma unroll
       for (int i = 0; i < PIECES; ++i) {
         const int row = row0 - lane / 4 + i * (32 / CHUNKS) + lane / CHUNKS;
-        if (row < n_q) *reinterpret_cast<uint4 *>(out + row * o_sn + 8 * (lane % CHUNKS)) = v[i];
+        if (row < n_q)  // one 16-byte store (written as C++, nvcc split it into four)
+          asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(out + row * o_sn + 8 * (lane % CHUNKS)),
+                       "r"(v[i].x), "r"(v[i].y), "r"(v[i].z), "r"(v[i].w)
+                       : "memory");
       }
     } else {
 #pragma unroll
