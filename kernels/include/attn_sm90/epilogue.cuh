@@ -20,12 +20,6 @@
 #ifndef SM90_STAGED_STORE
 #define SM90_STAGED_STORE 1
 #endif
-// SM90_STORE_BATCHED=1 (an experiment): the warp reads its whole staging tile back into registers
-// before the first 16-byte store, instead of one read and one store at a time (each read then waits
-// for the store before it to release the register it reuses).
-#ifndef SM90_STORE_BATCHED
-#define SM90_STORE_BATCHED 0
-#endif
 #define SM90_STAGE_ROW_BYTES(D) (2 * (D) + 16)
 #define SM90_STAGE_BYTES(D) (16 * SM90_STAGE_ROW_BYTES(D))  // one warp's 16 rows
 
@@ -56,31 +50,13 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
   }
   if (SM90_STAGED_STORE) {
     constexpr int CHUNKS = 2 * D / 16;  // 16-byte chunks per row: 16 at D128, 8 at D64
-    constexpr int PIECES = 16 * CHUNKS / 32;  // this lane's chunks of the warp's 16 rows
     __syncwarp();
-    if (SM90_STORE_BATCHED) {
-      uint4 v[PIECES];
 #pragma unroll
-      for (int i = 0; i < PIECES; ++i) {
-        const int r = i * (32 / CHUNKS) + lane / CHUNKS;  // the warp's row r: row0 - lane / 4 + r
-        v[i] = *reinterpret_cast<const uint4 *>(stage + r * SM90_STAGE_ROW_BYTES(D) + 16 * (lane % CHUNKS));
-      }
-#pragma unroll
-      for (int i = 0; i < PIECES; ++i) {
-        const int row = row0 - lane / 4 + i * (32 / CHUNKS) + lane / CHUNKS;
-        if (row < n_q)  // one 16-byte store (written as C++, nvcc split it into four)
-          asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(out + row * o_sn + 8 * (lane % CHUNKS)),
-                       "r"(v[i].x), "r"(v[i].y), "r"(v[i].z), "r"(v[i].w)
-                       : "memory");
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < PIECES; ++i) {
-        const int r = i * (32 / CHUNKS) + lane / CHUNKS, chunk = lane % CHUNKS;  // the warp's row r: row0 - lane / 4 + r
-        const uint4 v = *reinterpret_cast<const uint4 *>(stage + r * SM90_STAGE_ROW_BYTES(D) + 16 * chunk);
-        const int row = row0 - lane / 4 + r;
-        if (row < n_q) *reinterpret_cast<uint4 *>(out + row * o_sn + 8 * chunk) = v;
-      }
+    for (int i = 0; i < 16 * CHUNKS / 32; ++i) {
+      const int r = i * (32 / CHUNKS) + lane / CHUNKS, chunk = lane % CHUNKS;  // the warp's row r: row0 - lane / 4 + r
+      const uint4 v = *reinterpret_cast<const uint4 *>(stage + r * SM90_STAGE_ROW_BYTES(D) + 16 * chunk);
+      const int row = row0 - lane / 4 + r;
+      if (row < n_q) *reinterpret_cast<uint4 *>(out + row * o_sn + 8 * chunk) = v;
     }
     __syncwarp();  // the staging tile is free again
   }
