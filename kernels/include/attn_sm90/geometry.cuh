@@ -4,7 +4,11 @@
 // A CTA is one producer warpgroup (one thread issues the TMA copies) and CONSUMERS
 // consumer warpgroups of 64 query rows each, so a tile is 64 * CONSUMERS query rows.
 // setmaxnreg moves registers from the producer (24 per thread) to the consumers, within
-// the SM's 65,536:
+// the CTA's launch pool: __launch_bounds__(THREADS, 1) lets ptxas give each thread 65,536 /
+// THREADS registers in multiples of 8, and a kernel with setmaxnreg takes them all, so 384
+// threads get 168 x 384 = 64,512 and 512 threads 128 x 512 = 65,536. A setmaxnreg.inc beyond
+// what the pool holds never returns (a producer of 32 with two consumers of 240 hung the GPU;
+// EXPERIMENT_LOG seq 76), so CONSUMER_REGS is counted from the pool:
 //   Sm90Geometry<2, 128>  the contract's sm90 preset (128-key steps) at head_dim 128: 128 x 24 + 2 x 128 x 240 = 64,512
 //   Sm90Geometry<3, 64>   the three-consumer rotation of notebook 01 (the sm90 preset with
 //                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
@@ -36,8 +40,9 @@ struct Sm90Geometry {
   static constexpr int THREADS = 128 * (CONSUMERS + 1);
   static constexpr int CTA_Q = SM90_WG_ROWS * CONSUMERS;    // query rows per tile
   static constexpr int CONSUMER_WARPS = 4 * CONSUMERS;      // arrivals that release a stage or the Q slot
+  static constexpr int LAUNCH_POOL = SM90_SM_REGS / THREADS / 8 * 8 * THREADS;  // registers the launch gives the CTA
   // what the producer leaves, shared by the consumers in setmaxnreg's multiples of 8: 240 or 160
-  static constexpr int CONSUMER_REGS = (SM90_SM_REGS - 128 * SM90_PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
+  static constexpr int CONSUMER_REGS = (LAUNCH_POOL - 128 * SM90_PRODUCER_REGS) / (128 * CONSUMERS) / 8 * 8;
   static constexpr int S_REGS = BLOCK_KEYS / 2;             // the 64 x BLOCK_KEYS int32 scores over a warpgroup
   static constexpr int PV_STEPS = BLOCK_KEYS / 32;          // k32 steps of P.V per block (4 A words each)
 };
