@@ -373,7 +373,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   const PingPong<G::CONSUMERS> turns(wg);
   if (SM90_PINGPONG(D)) turns.start(wg);
   u64 *const trace_warp = wg < 2 ? trace_rows(a.trace, 4 * wg + warp) : nullptr;  // the buffer holds two warpgroups
-  const TileTracer tile_trace{trace_warp != nullptr ? trace_warp + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS : nullptr};
+  const TileTracer tile_trace = tile_tracer(trace_warp);
   // The producer hands over each tile (its index, its Q and channel scales) through the Q slots in turn.
   const auto take = [&](int walked) {
     tile_trace.stamp(walked, TILE_WAIT);

@@ -44,9 +44,7 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
   tma_prefetch_descriptor(maps.v);
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
-  u64 *const trace_rows_here = trace_rows(trace, SM90_TRACE_PRODUCER);
-  const TileTracer tile_trace{trace_rows_here != nullptr ? trace_rows_here + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS
-                                                         : nullptr};
+  const TileTracer tile_trace = tile_tracer(trace_rows(trace, SM90_TRACE_PRODUCER));
   for (int t = tiles.first(), walked = 0;; q_at.advance(), ++walked) {
     smem.q_slots.producer_wait(q_at);  // the consumers are done with this slot's last tile
     tile_trace.stamp(walked, PRODUCER_SLOT_FREE);

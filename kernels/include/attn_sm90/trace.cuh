@@ -47,26 +47,26 @@ enum ProducerPoint : int {
   PRODUCER_LAST_KV = 3,    // the last K/V copy of the tile issued
 };
 
-struct Tracer {
-  u64 *slot;  // this warp's [block][point] rows, or null when not recording
-  SAGE_DEVICE void stamp(int block, TracePoint point) const {
-    if (SM90_TRACE && slot != nullptr && block < SM90_TRACE_BLOCKS && threadIdx.x % 32 == 0)
-      slot[block * SM90_TRACE_POINTS + point] = clock64();
+// ROWS rows of points from `slot` on, stamped by lane 0 of a warp (or the producer thread).
+template <int ROWS>
+struct RowTracer {
+  u64 *slot;  // the first row, or null when not recording
+  SAGE_DEVICE void stamp(int row, int point) const {
+    if (SM90_TRACE && slot != nullptr && row < ROWS && threadIdx.x % 32 == 0)
+      slot[row * SM90_TRACE_POINTS + point] = clock64();
   }
 };
-
-// The tile walk of one warp (or the producer thread): row SM90_TRACE_BLOCKS + t.
-struct TileTracer {
-  u64 *slot;  // this warp's tile rows, or null when not recording
-  SAGE_DEVICE void stamp(int tile, int point) const {
-    if (SM90_TRACE && slot != nullptr && tile < SM90_TRACE_TILES && threadIdx.x % 32 == 0)
-      slot[tile * SM90_TRACE_POINTS + point] = clock64();
-  }
-};
+using Tracer = RowTracer<SM90_TRACE_BLOCKS>;     // a warp's key blocks: [block][TracePoint]
+using TileTracer = RowTracer<SM90_TRACE_TILES>;  // a tile walk, row SM90_TRACE_BLOCKS + t: [tile][TilePoint]
 
 // Warp slot `warp` of the trace buffer (null unless SM90_TRACE and recording in CTA 0).
 SAGE_DEVICE u64 *trace_rows(u64 *trace, int warp) {
   return SM90_TRACE && trace != nullptr && blockIdx.x == 0 ? trace + warp * SM90_TRACE_ROWS * SM90_TRACE_POINTS
                                                            : nullptr;
+}
+
+// The tile walk's rows of a warp slot (trace_rows), after its block rows.
+SAGE_DEVICE TileTracer tile_tracer(u64 *rows) {
+  return TileTracer{rows != nullptr ? rows + SM90_TRACE_BLOCKS * SM90_TRACE_POINTS : nullptr};
 }
 
