@@ -350,17 +350,22 @@ if built_doc is not None:
 sweep_ratios = sweep_records.load_ratios()
 results.add("schedule experiments (recorded)", sweep_ratios)
 issue_shapes = ["B2 H32 N16384 D128", "B2 H32 N16384 D128 causal", "B2 H32 N16384 D64", "B32 H32 N1024 D128"]
+
+
+def sweep_label(experiment, variant):  # "defer-pv: defer-pv" from the file's name and the variant
+    return f"{experiment.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {variant}"
+
+
 if sweep_ratios:  # first one row per recorded sweep (its best variant), then every variant
     best = sweep_records.best_per_experiment(sweep_ratios, issue_shapes)
-    fig = plots.speedup_bars([f"{b.experiment.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {b.variant}"
-                              f" (best of {b.variants})" for b in best],
+    fig = plots.speedup_bars([f"{sweep_label(b.experiment, b.variant)} (best of {b.variants})" for b in best],
                              {s: [b.speedup.get(s, float("nan")) for b in best] for s in issue_shapes},
                              title="Each recorded sweep's best variant against the baseline of the same call")
     results.figure(fig, "schedule_experiments_best")
     labels = list(dict.fromkeys((r.experiment, r.variant) for r in sweep_ratios  # file order, each once
                                 if r.same_output and r.shape in issue_shapes))
     by_key = {(r.experiment, r.variant, r.shape): r.speedup for r in sweep_ratios if r.same_output}
-    fig = plots.speedup_bars([f"{e.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {v}" for e, v in labels],
+    fig = plots.speedup_bars([sweep_label(e, v) for e, v in labels],
                              {s: [by_key.get((e, v, s), float("nan")) for e, v in labels] for s in issue_shapes},
                              title="Every build variant of the Hopper kernel against the baseline of the same call")
     results.figure(fig, "schedule_experiments")
