@@ -66,14 +66,6 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// The aliased schedule (block_step_aliased): head_dim 128, two consumers.
-#ifndef SM90_ALIAS_INNER
-#define SM90_ALIAS_INNER 0
-#endif
-template <typename G, int D>
-__host__ __device__ constexpr bool sm90_alias_inner() {
-  return SM90_ALIAS_INNER && G::CONSUMERS == 2 && G::S_REGS == D / 2;
-}
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
@@ -241,8 +233,8 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
 
 // inner = P . V (PV_STEPS k32 steps, a fresh accumulator: the block's inner level). V^T's
 // rows are the block's 32 * PV_STEPS keys (64 or 128 bytes, the swizzle of that width).
-template <int D, int PV_STEPS, typename T>
-SAGE_DEVICE void issue_pv(T (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const u8 *v_tile) {
+template <int D, int PV_STEPS>
+SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const u8 *v_tile) {
   const u64 desc_v = wgmma_desc_k_major<32 * PV_STEPS>(v_tile);
   wgmma_fence();
 #pragma unroll
@@ -256,13 +248,11 @@ SAGE_DEVICE void issue_pv(T (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const 
 // O = O * alpha + inner: the outer fp32 level of the two-level accumulation, for the channels of
 // part PART of PARTS (sm90_pv_parts): O's registers [PART * N, PART * N + N) with N = D / 2 / PARTS
 // hold channels [PART * D / PARTS, ...), in the same fragment order as the part's accumulator.
-SAGE_DEVICE float as_f32(float x) { return x; }
-SAGE_DEVICE float as_f32(i32 x) { return __int_as_float(x); }
-template <int D, int PARTS = 1, int PART = 0, typename T>
-SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const T (&inner)[D / 2 / PARTS]) {
+template <int D, int PARTS = 1, int PART = 0>
+SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2 / PARTS]) {
   constexpr int N = D / 2 / PARTS;
 #pragma unroll
-  for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], as_f32(inner[i]));
+  for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], inner[i]);
 }
 
 // Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
@@ -354,55 +344,6 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
-// The aliased schedule (SM90_ALIAS_INNER=1; head_dim 128, two consumers: S_REGS == D / 2): the
-// score buffer a block's softmax has consumed becomes that block's P.V inner accumulator, then,
-// once folded, the buffer of the Q.K^T two blocks ahead. Two buffers of 64 registers thus hold
-// what the serial schedule's S and inner hold, and block j+1's Q.K^T runs on the tensor cores
-// during block j's softmax in the same warpgroup (FlashAttention-3's in-warpgroup overlap,
-// without a third buffer). Block j: scores complete in `x`, block j+1's in flight into `y`;
-// k_at is the ring position of the next K to issue (block j+2's).
-template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void block_step_aliased(BlockContext<D, STAGES, Smem> &c, RingPosition<STAGES> &k_at, int j,
-                                    i32 (&x)[S_REGS], i32 (&y)[S_REGS], float (&o)[D / 2], float (&m)[2],
-                                    float (&l)[2]) {
-  static_assert(S_REGS == D / 2, "the aliased schedule needs a score buffer the size of the inner accumulator");
-  float alpha[2];
-  u32 p[S_REGS / 16][4];
-  const int stage = block_step_softmax(c, j, x, m, l, alpha, p);
-  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
-  issue_pv<D>(x, p, c.smem.v[stage]);
-  c.trace.stamp(j, TRACE_ISSUED);
-  wgmma_wait<0>();  // block j's P.V, and block j+1's Q.K^T issued a block ago
-  c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
-  wgmma_pin(x);
-  wgmma_pin(y);
-  warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D>(o, alpha, x);
-  if (j + 2 < c.blocks) {
-    c.smem.ring.consumer_wait(k_at);
-    issue_scores<D>(x, c.q, c.smem.k[k_at.stage]);
-    k_at.advance();
-  }
-  c.trace.stamp(j, TRACE_FOLDED);
-}
-
-// Every block of a tile, aliased: `sa` holds block 0's completed scores; block 1's Q.K^T is in
-// flight into `sb` when the tile has a second block. The loop goes two blocks per turn so that
-// the buffers' roles are fixed in each half.
-template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void consume_blocks_aliased(BlockContext<D, STAGES, Smem> &c, RingPosition<STAGES> k_at,
-                                        i32 (&sa)[S_REGS], i32 (&sb)[S_REGS], float (&o)[D / 2], float (&m)[2],
-                                        float (&l)[2]) {
-  for (int j = 0;; j += 2) {
-    block_step_aliased(c, k_at, j, sa, sb, o, m, l);
-    if (j + 1 == c.blocks) return;
-    block_step_aliased(c, k_at, j + 1, sb, sa, o, m, l);
-    if (j + 2 == c.blocks) return;
-  }
-}
-
 // Every block of a tile.
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void consume_blocks_serial(BlockContext<D, STAGES, Smem> &c, i32 (&s)[S_REGS], float (&o)[D / 2],
@@ -464,22 +405,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
-      if constexpr (sm90_alias_inner<G, D>()) {
-        RingPosition<STAGES> k_at = ring;
-        k_at.advance();
-        i32 sb[G::S_REGS];
-        if (cur.blocks > 1) {
-          smem.ring.consumer_wait(k_at);
-          issue_scores<D>(sb, c.q, smem.k[k_at.stage]);
-          k_at.advance();
-          wgmma_wait<1>();
-        } else {
-          wgmma_wait<0>();
-        }
-        wgmma_pin(sa);
-        tile_trace.stamp(walked, TILE_FIRST_SCORES);
-        consume_blocks_aliased(c, k_at, sa, sb, o, m, l);
-      } else if constexpr (SM90_OVERLAP_QK(D)) {
+      if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
         for (int j = 0; j < cur.blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
