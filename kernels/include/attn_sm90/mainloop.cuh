@@ -145,19 +145,18 @@ SAGE_DEVICE int unmasked_key_blocks(int keys, int n_kv, bool causal, int warp_ro
   return causal ? min(in_range, max(0, warp_row0 + shift + 1) / keys) : in_range;
 }
 
+// A tile taken from its Q slot (take_tile), with the loads its first block needs in flight. The
+// walk's tile w is in Q slot w % SM90_Q_SLOTS (the slots go round in order).
+struct TakenTile {
+  int index, blocks;         // index: SM90_NO_TILE (not valid()) ends the walk
+  float q_scale, k_scale0;   // this thread's q scale and block 0's k scale, loading: nothing waits for them here
+};
+
 // Where a tile puts this thread (scheduler.cuh's decode).
 struct TilePlace {
   Tile tile;
   int q0, warp_row0, blocks;
   i64 bh, bhk;  // (batch, query head), (batch, kv head)
-};
-
-// A tile taken from its Q slot (take_tile), decoded once, with the loads its first block needs in
-// flight. The walk's tile w is in Q slot w % SM90_Q_SLOTS (the slots go round in order).
-struct TakenTile {
-  int index;                 // SM90_NO_TILE (not valid()) ends the walk; `at` is then unset
-  TilePlace at;
-  float q_scale, k_scale0;   // this thread's q scale and block 0's k scale, loading: nothing waits for them here
 };
 
 template <typename G>
@@ -183,15 +182,15 @@ SAGE_DEVICE TakenTile take_tile(Smem &smem, RingPosition<SM90_Q_SLOTS> &q_at,
   smem.q_slots.consumer_wait(q_at);
   const int slot = q_at.stage;
   q_at.advance();
-  TakenTile t{__shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile[slot], 0) : 0, 0), {}, 0.0f, 0.0f};
+  TakenTile t{__shfl_sync(0xffffffffu, lane == 0 ? atomicAdd(&smem.q_tile[slot], 0) : 0, 0), 0, 0.0f, 0.0f};
   if (tiles.valid(t.index)) {
-    t.at = place_tile(tiles, a, by_group, t.index, wg, warp);
-    if (t.at.blocks > 0) {
+    const TilePlace at = place_tile(tiles, a, by_group, t.index, wg, warp);
+    t.blocks = at.blocks;
+    if (t.blocks > 0) {
       const bool per_thread = a.flags & SM90_PER_THREAD;
-      const int row0 = t.at.warp_row0;
-      const int q_group = min(per_thread ? (row0 / 16) * 8 + lane / 4 : row0 / 16, a.q_groups - 1);
-      t.q_scale = a.q_scale[t.at.bh * a.q_groups + q_group];
-      t.k_scale0 = *thread_k_scales(a, t.at.bhk, lane);
+      const int q_group = min(per_thread ? (at.warp_row0 / 16) * 8 + lane / 4 : at.warp_row0 / 16, a.q_groups - 1);
+      t.q_scale = a.q_scale[at.bh * a.q_groups + q_group];
+      t.k_scale0 = *thread_k_scales(a, at.bhk, lane);
     }
   }
   return t;
@@ -386,7 +385,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   for (int walked = 0; tiles.valid(next.index); ++walked) {
     const TakenTile cur = next;
     const int slot = walked % SM90_Q_SLOTS;  // the slots go round in order
-    const TilePlace &at = cur.at;
+    const TilePlace at = place_tile(tiles, a, by_group, cur.index, wg, warp);
     u64 *const q_empty = &smem.q_slots.empty[slot];
     float o[D / 2], m[2], l[2];
 #pragma unroll
@@ -394,11 +393,11 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
 #pragma unroll
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
-    if (at.blocks > 0) {
+    if (cur.blocks > 0) {
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
-                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, at.blocks,
+                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
@@ -408,9 +407,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
-        for (int j = 0; j < at.blocks; j += 2) {
+        for (int j = 0; j < cur.blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
-          if (j + 1 < at.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
