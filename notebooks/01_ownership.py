@@ -41,7 +41,8 @@ step_study_heads = 4
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import bench_records, data, microbench, ownership, plots, studies, sweep_records, tile_balance
+from sagelib import (bench_records, block_phases, data, microbench, ownership, plots, studies, sweep_records,
+                     tile_balance)
 from sagelib.results import Results
 
 results = Results("01_ownership", output_dir)
@@ -374,6 +375,39 @@ if sweep_ratios:  # first one row per recorded sweep (its best variant), then ev
         display(Markdown(f"- left out: `{r.experiment}` / `{r.variant}` at {r.shape}: its output disagreed with the baseline's"))
 else:
     display(Markdown("No recorded sweeps (`data/results/*-sm90-sweep*.json`) to show."))
+
+# %% [markdown]
+# ## Hiding a warpgroup's own Q.K^T: where a key block's cycles went (recorded)
+# In the kernel as built, a consumer warpgroup runs its block's softmax, waits for its turn,
+# issues P.V of the block with Q.K^T of the next, waits for both, and folds P.V into O. The two
+# warpgroups' softmaxes take turns, each hiding the other's wgmma batch, so the period is about
+# two softmaxes. The aliased build (record sm90-alias-inner) also hid a warpgroup's own Q.K^T: the
+# score buffer a softmax has consumed becomes the block's P.V accumulator, then the buffer of the
+# Q.K^T two blocks ahead, which fits the registers without a third buffer. Below, CTA 0's traced
+# blocks at B2 N8192 D128 (`scripts/profile_sm90.py --trace`): turn, issue and wait shrank, the fold
+# took the next Q.K^T's issue, and the softmax, now beside the warpgroup's own Q.K^T and the other
+# softmax, grew by more. Its loop runs two blocks per pass (the buffers swap roles); the second
+# half spills around the row max and is drawn apart. Kernel only it ran at 0.83-0.92x.
+
+# %%
+phase_rows, phase_path = block_phases.load("sm90-alias-inner-traces")
+if phase_rows:
+    phase_bars = {}
+    for wg in (0, 1):
+        phase_bars[f"default, warpgroup {wg}"] = block_phases.period_parts(phase_rows, "default build", wg)
+        for parity, half in ((0, "first half"), (1, "second half (spills)")):
+            phase_bars[f"aliased {half}, warpgroup {wg}"] = block_phases.period_parts(
+                phase_rows, "-DSM90_ALIAS_INNER=1", wg, parity)
+    results.add("block phases, default and aliased (recorded)", [{"build": k, **v} for k, v in phase_bars.items()])
+    display(Markdown(f"Recorded: `{phase_path.name}`; medians over the traced blocks, in cycles."))
+    fig = plots.stacked_bars(list(phase_bars), {p: [v[p] for v in phase_bars.values()]
+                                                for p in (*block_phases.PHASES, "rest")},
+                             ylabel="cycles per key block (median)",
+                             title="A key block's period by phase: the kernel against the aliased build",
+                             limits={"the kernel's period": phase_bars["default, warpgroup 0"]["period"]})
+    results.figure(fig, "block_phases_aliased")
+else:
+    display(Markdown("No recorded trace `data/results/*-sm90-alias-inner-traces.txt` to show."))
 
 # %% [markdown]
 # ## Who owns the grid: the tile scheduler (model)

@@ -102,7 +102,9 @@ def stacked_bars(categories: Sequence[str], stacks: Mapping[str, Sequence[float]
     ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="upper left")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.3 * (high - low))  # headroom, so the legend sits above the tallest bars
+    ax.legend(fontsize=7, loc="upper left", ncol=3)
     return fig
 
 
