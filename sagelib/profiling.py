@@ -325,6 +325,13 @@ class NcuReport:
         return self.reason is None and bool(self.kernels)
 
 
+def program_environment() -> dict[str, str]:
+    """The environment a profiled program runs in: this one, with the repository importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
 def ncu_profile(program: list[str], *, log_file: str | os.PathLike, kernel_regex: str | None = None,
                 launch_count: int = 8, sections=NCU_SECTIONS, metrics=NCU_METRICS,
                 timeout_s: int = _TIMEOUT_S) -> NcuReport:
@@ -357,10 +364,9 @@ def ncu_profile(program: list[str], *, log_file: str | os.PathLike, kernel_regex
     argv = ncu_argv(status.path, program, log_file=log_file, sections=chosen_sections, metrics=chosen_metrics,
                     kernel_regex=kernel_regex, launch_count=launch_count)
     report.command, report.sections, report.metrics = argv, chosen_sections, chosen_metrics
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=REPO_ROOT)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=program_environment(),
+                              cwd=REPO_ROOT)
     except subprocess.TimeoutExpired:
         report.reason = f"ncu did not finish in {timeout_s} s"
         return report
@@ -416,10 +422,9 @@ def sanitize(program: list[str], tool: str = "memcheck", *, timeout_s: int = _TI
     if tool == "memcheck":
         argv += ["--leak-check", "no"]
     argv += list(program)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=REPO_ROOT)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=program_environment(),
+                              cwd=REPO_ROOT)
     except subprocess.TimeoutExpired:
         return SanitizerReport(tool, argv, None, None, False, reason=f"did not finish in {timeout_s} s")
     output = done.stdout + done.stderr

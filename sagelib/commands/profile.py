@@ -5,6 +5,8 @@
     sagelib profile ncu --backend cuda --mode kernel_only --kernel attn --shape 1:32:4096:128
     sagelib profile sanitize --tool memcheck --backend cuda --shape 1:2:1000:128
     sagelib profile ptxas                                  # registers/spills/smem per kernel and arch
+    sagelib profile stalls --backend cuda-sm90 --mode kernel_only --kernel attn_sm90 --shape 2:32:8192:128
+    sagelib profile stalls --from-csv source.csv           # summarise a source page ncu wrote elsewhere
 
 ncu always runs with --clock-control none, on one call of the backend made after warm-up.
 Exit status: 0 on success, 1 when the tool ran and found a problem (or could not profile),
@@ -22,8 +24,8 @@ from pathlib import Path
 from sagelib.cli import UsageError
 
 
-def _target_arguments(parser) -> None:
-    parser.add_argument("--backend", required=True, help="backend name (sagelib bench --list)")
+def _target_arguments(parser, required: bool = True) -> None:
+    parser.add_argument("--backend", required=required, help="backend name (sagelib bench --list)")
     parser.add_argument("--shape", default="1:32:4096:128", metavar="B:H:N:D", help="default 1:32:4096:128")
     parser.add_argument("--causal", default="no", metavar="no|yes")
     parser.add_argument("--dtype", default="fp16", metavar="fp16|bf16")
@@ -56,6 +58,15 @@ def register(subparsers) -> None:
     ptx = verbs.add_parser("ptxas", help="ptxas resource figures from the kernels check")
     ptx.add_argument("--out", metavar="FILE.json")
     ptx.set_defaults(func=cmd_ptxas)
+
+    stalls = verbs.add_parser("stalls", help="warp stall sampling per SASS instruction (ncu's source page)")
+    _target_arguments(stalls, required=False)
+    stalls.add_argument("--kernel", metavar="REGEX", help="profile only kernels whose name matches")
+    stalls.add_argument("--from-csv", metavar="FILE", help="summarise this source-page CSV instead of running ncu")
+    stalls.add_argument("--csv", metavar="FILE", help="keep the CSV ncu writes here")
+    stalls.add_argument("--top", type=int, default=25, help="most-sampled instructions listed (default 25)")
+    stalls.add_argument("--out", metavar="FILE.json")
+    stalls.set_defaults(func=cmd_stalls)
 
     launch = verbs.add_parser("launch", help=argparse.SUPPRESS)  # the program ncu/sanitizer run
     _target_arguments(launch)
@@ -173,6 +184,46 @@ def cmd_ptxas(args) -> int:
     for row in table["rows"]:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
     _write(args.out, table)
+    return 0
+
+
+def cmd_stalls(args) -> int:
+    import subprocess
+
+    from sagelib import ncu_source, profiling
+
+    if args.from_csv:
+        if args.backend:
+            raise UsageError("--from-csv: summarises a CSV already written; leave out --backend (or --from-csv)")
+        try:
+            text = Path(args.from_csv).read_text(errors="replace")
+        except OSError as exc:
+            raise UsageError(f"--from-csv: cannot read {args.from_csv!r}: {exc.strerror}") from None
+    else:
+        if not args.backend:
+            raise UsageError("--backend: give the backend to profile, or --from-csv FILE to summarise a CSV")
+        causal = _validated_target(args)
+        status = profiling.tool_status("ncu")
+        if not status.available:
+            raise UsageError(f"ncu: {status.reason}")
+        argv = ncu_source.source_argv(status.path, _program(args, causal), kernel_regex=args.kernel)
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=profiling.REPO_ROOT,
+                              env=profiling.program_environment())
+        text = done.stdout
+        if args.csv:
+            Path(args.csv).write_text(text)
+        if done.returncode != 0:
+            print(f"sagelib profile stalls: ncu exited {done.returncode}: {(done.stderr or text)[-600:]}",
+                  file=sys.stderr)
+            return 1
+    try:
+        kernels = ncu_source.parse_source_csv(text)
+    except ValueError as exc:
+        print(f"sagelib profile stalls: {exc}", file=sys.stderr)
+        return 1
+    summaries = [ncu_source.summarize(name, lines, args.top) for name, lines in kernels.items()]
+    print("\n\n".join(ncu_source.format_summary(s) for s in summaries))
+    _write(args.out, [dataclasses.asdict(s) for s in summaries])
     return 0
 
 
