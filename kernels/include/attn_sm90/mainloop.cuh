@@ -66,9 +66,6 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-#ifndef SM90_MAX_UNDER_PV
-#define SM90_MAX_UNDER_PV 0
-#endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
@@ -347,105 +344,6 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
-// Row max under P.V (SM90_MAX_UNDER_PV=1, geometries whose P.V is one part; log seq 33 measured it
-// on the two-consumer geometry, before the three-consumer one existed): each batch issues Q.K^T of
-// block j+1 ahead of P.V of block j, and once the scores have landed the row-max half of block
-// j+1's softmax (INT32 chains, shuffles, alpha) runs while P.V still computes; only the exp half is
-// left between batches. A next block with hidden scores takes its row max after the fold (its mask
-// arithmetic needs registers that inner and P hold until then). P stays pinned until P.V completes.
-
-// Block j's row max (m, alpha) at multiplier `mult`.
-template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void block_row_max(const BlockContext<D, STAGES, Smem> &c, int j, float mult, const i32 (&s)[S_REGS],
-                               float (&m)[2], float (&alpha)[2]) {
-  const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  if (j >= c.full_blocks) {
-    sm90_softmax_max<true>(s, mask, mult, m, alpha);
-  } else {
-    sm90_softmax_max<false>(s, mask, mult, m, alpha);
-  }
-}
-
-// Block j's exp half on its finished row max: P as A fragments, l = l * alpha + the block's row sums;
-// returns the block's ring stage.
-template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE int block_step_exp(BlockContext<D, STAGES, Smem> &c, int j, float mult, const i32 (&s)[S_REGS],
-                               const float (&m)[2], float (&l)[2], const float (&alpha)[2],
-                               u32 (&p)[S_REGS / 16][4]) {
-  c.trace.stamp(j, TRACE_START);
-  const int stage = c.ring.stage;
-  c.ring.advance();
-  const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-  float sum[2] = {0.0f, 0.0f};
-  if (j >= c.full_blocks) {
-    sm90_softmax_exp<true>(s, mask, mult, m, sum, p);
-  } else {
-    sm90_softmax_exp<false>(s, mask, mult, m, sum, p);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
-  c.trace.stamp(j, TRACE_SOFTMAX_DONE);
-  return stage;
-}
-
-// Block j's batch: Q.K^T of block j+1 (HAS_NEXT) into `s`, then P.V of block j; block j+1's row max
-// under P.V; the fold with block j's `alpha`. On return `mult` and `alpha` are block j+1's. HAS_NEXT
-// is a template argument so that each instance's waits are unconditional (a wait under a runtime
-// condition serialised every wgmma, C7514, in seq 33's build).
-template <bool HAS_NEXT, int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void block_step_batch_max_under_pv(BlockContext<D, STAGES, Smem> &c, int j, int stage,
-                                               const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS],
-                                               float (&o)[D / 2], float (&m)[2], float (&alpha)[2], float &mult) {
-  float inner[D / 2];
-  if (HAS_NEXT) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D)) c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
-  if (HAS_NEXT) issue_scores<D>(s, c.q, c.smem.k[c.ring.stage]);
-  issue_pv<D>(inner, p, c.smem.v[stage]);
-  c.trace.stamp(j, TRACE_ISSUED);
-  float alpha_next[2] = {1.0f, 1.0f};
-  const bool next_hidden = HAS_NEXT && j + 1 >= c.full_blocks;
-  if constexpr (HAS_NEXT) {
-    wgmma_wait<1>();  // block j+1's scores have landed; block j's P.V may still run
-    wgmma_pin(s);
-    mult = c.q_mult * c.take_k_scale(j + 1);
-    if (!next_hidden) {
-      const BlockMask mask{(j + 1) * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
-      sm90_softmax_max<false>(s, mask, mult, m, alpha_next);
-    }
-  }
-  wgmma_wait<0>();
-  c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D)) c.turns.pass_turn();
-  wgmma_pin(inner);
-  warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D>(o, alpha, inner);
-  if constexpr (HAS_NEXT) {
-    if (next_hidden) block_row_max(c, j + 1, mult, s, m, alpha_next);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) alpha[h] = alpha_next[h];
-  }
-  c.trace.stamp(j, TRACE_FOLDED);
-}
-
-// Every block of a tile, row max under P.V; `s` holds block 0's completed scores.
-template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void consume_blocks_max_under_pv(BlockContext<D, STAGES, Smem> &c, i32 (&s)[S_REGS], float (&o)[D / 2],
-                                             float (&m)[2], float (&l)[2]) {
-  static_assert(!SM90_TURN_IS_SOFTMAX, "SM90_MAX_UNDER_PV: the turn covers the wgmma batch");
-  float mult = c.q_mult * c.take_k_scale(0), alpha[2];
-  block_row_max(c, 0, mult, s, m, alpha);
-  for (int j = 0;; ++j) {
-    u32 p[S_REGS / 16][4];
-    const int stage = block_step_exp(c, j, mult, s, m, l, alpha, p);
-    if (j + 1 == c.blocks) {
-      block_step_batch_max_under_pv<false>(c, j, stage, p, s, o, m, alpha, mult);
-      return;
-    }
-    block_step_batch_max_under_pv<true>(c, j, stage, p, s, o, m, alpha, mult);
-  }
-}
-
 // Every block of a tile.
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void consume_blocks_serial(BlockContext<D, STAGES, Smem> &c, i32 (&s)[S_REGS], float (&o)[D / 2],
@@ -517,8 +415,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
         wgmma_wait<0>();
         wgmma_pin(sa);
         tile_trace.stamp(walked, TILE_FIRST_SCORES);
-        if constexpr (SM90_MAX_UNDER_PV && sm90_pv_parts<G, D>() == 1) consume_blocks_max_under_pv(c, sa, o, m, l);
-        else consume_blocks_serial(c, sa, o, m, l);
+        consume_blocks_serial(c, sa, o, m, l);
       }
       tile_trace.stamp(walked, TILE_BLOCKS_DONE);
     }
