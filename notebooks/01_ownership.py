@@ -390,24 +390,41 @@ else:
 # half spills around the row max and is drawn apart. Kernel only it ran at 0.83-0.92x.
 
 # %%
-phase_rows, phase_path = block_phases.load("sm90-alias-inner-traces")
-if phase_rows:
-    phase_bars = {}
-    for wg in (0, 1):
-        phase_bars[f"default, warpgroup {wg}"] = block_phases.period_parts(phase_rows, "default build", wg)
-        for parity, half in ((0, "first half"), (1, "second half (spills)")):
-            phase_bars[f"aliased {half}, warpgroup {wg}"] = block_phases.period_parts(
-                phase_rows, "-DSM90_ALIAS_INNER=1", wg, parity)
-    results.add("block phases, default and aliased (recorded)", [{"build": k, **v} for k, v in phase_bars.items()])
-    display(Markdown(f"Recorded: `{phase_path.name}`; medians over the traced blocks, in cycles."))
-    fig = plots.stacked_bars(list(phase_bars), {p: [v[p] for v in phase_bars.values()]
-                                                for p in (*block_phases.PHASES, "rest")},
-                             ylabel="cycles per key block (median)",
-                             title="A key block's period by phase: the kernel against the aliased build",
-                             limits={"the kernel's period": phase_bars["default, warpgroup 0"]["period"]})
-    results.figure(fig, "block_phases_aliased")
-else:
-    display(Markdown("No recorded trace `data/results/*-sm90-alias-inner-traces.txt` to show."))
+def chart_block_phases(stem, builds, title, name):
+    """One stacked bar per (build, warpgroup) of a recorded trace file: builds maps a label to the file's
+    section and a block parity (None: every block)."""
+    rows, path = block_phases.load(stem)
+    if not rows:
+        display(Markdown(f"No recorded trace `data/results/*-{stem}.txt` to show."))
+        return
+    bars = {f"{label}, warpgroup {wg}": block_phases.period_parts(rows, section, wg, parity)
+            for wg in (0, 1) for label, (section, parity) in builds.items()}
+    results.add(f"block phases: {title} (recorded)", [{"build": k, **v} for k, v in bars.items()])
+    display(Markdown(f"Recorded: `{path.name}`; medians over the traced blocks, in cycles."))
+    fig = plots.stacked_bars(list(bars), {p: [v[p] for v in bars.values()] for p in (*block_phases.PHASES, "rest")},
+                             ylabel="cycles per key block (median)", title=title,
+                             limits={"the kernel's period": bars[f"{next(iter(builds))}, warpgroup 0"]["period"]})
+    results.figure(fig, name)
+
+
+chart_block_phases("sm90-alias-inner-traces",
+                   {"default": ("default build", None), "aliased first half": ("-DSM90_ALIAS_INNER=1", 0),
+                    "aliased second half (spills)": ("-DSM90_ALIAS_INNER=1", 1)},
+                   "A key block's period by phase at D128: the kernel against the aliased build",
+                   "block_phases_aliased")
+
+# %% [markdown]
+# The same reading at head_dim 64 with three consumer warpgroups (record
+# sm90-max-under-pv-three-consumers): block j+1's row max moved under block j's P.V, as record
+# sm90-max-under-pv had tried on two consumers. The softmax phase kept only its exp half, but the wait
+# that now holds the row max, the issue (P.V behind Q.K^T) and the fold (ten O registers spilled at
+# 160 registers) grew by more. Kernel only it ran at 0.82-0.89x at D64 and 0.95-0.97x at D128.
+
+# %%
+chart_block_phases("sm90-max-under-pv-three-consumers-traces",
+                   {"default": ("default build", None), "row max under P.V": ("--define SM90_MAX_UNDER_PV=1", None)},
+                   "A key block's period by phase at D64 (three consumers): the kernel against the row max under P.V",
+                   "block_phases_max_under_pv")
 
 # %% [markdown]
 # ## Who owns the grid: the tile scheduler (model)
