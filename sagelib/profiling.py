@@ -65,7 +65,7 @@ NCU_METRICS = (
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 )
 
-_TIMEOUT_S = 600
+TIMEOUT_S = 600  # seconds one profiled program (ncu, compute-sanitizer) may run
 
 
 # --------------------------------------------------------------------------- tools present?
@@ -334,7 +334,7 @@ def program_environment() -> dict[str, str]:
 
 def ncu_profile(program: list[str], *, log_file: str | os.PathLike, kernel_regex: str | None = None,
                 launch_count: int = 8, sections=NCU_SECTIONS, metrics=NCU_METRICS,
-                timeout_s: int = _TIMEOUT_S) -> NcuReport:
+                timeout_s: int = TIMEOUT_S) -> NcuReport:
     """Profile the launches inside ``program``'s profiler region; every kernel's metrics parsed.
 
     ``kernel_regex`` keeps only kernels whose name matches; ``launch_count`` caps how many
@@ -410,7 +410,7 @@ class SanitizerReport:
     log_tail: str = ""
 
 
-def sanitize(program: list[str], tool: str = "memcheck", *, timeout_s: int = _TIMEOUT_S,
+def sanitize(program: list[str], tool: str = "memcheck", *, timeout_s: int = TIMEOUT_S,
              log_file: str | os.PathLike | None = None) -> SanitizerReport:
     """Run ``program`` under ``compute-sanitizer --tool TOOL``; clean means 0 errors and exit 0."""
     if tool not in SANITIZER_TOOLS:

@@ -78,6 +78,7 @@ def test_cli_summarises_a_csv_written_elsewhere(sagelib_cli, tmp_path):
     (["--from-csv", "/nonexistent/source.csv"], "--from-csv: cannot read"),
     (["--from-csv", "x.csv", "--backend", "reference"], "leave out --backend"),
     ([], "--backend: give the backend to profile, or --from-csv FILE"),
+    (["--from-csv", "x.csv", "--top", "-1"], "--top: expected how many instructions to list"),
 ])
 def test_cli_argument_mistakes_exit_2_with_the_fix(sagelib_cli, argv, message):
     code, _, err = sagelib_cli("profile", "stalls", *argv)

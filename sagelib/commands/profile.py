@@ -192,6 +192,8 @@ def cmd_stalls(args) -> int:
 
     from sagelib import ncu_source, profiling
 
+    if args.top < 0:
+        raise UsageError(f"--top: expected how many instructions to list (0 or more), got {args.top}")
     if args.from_csv:
         if args.backend:
             raise UsageError("--from-csv: summarises a CSV already written; leave out --backend (or --from-csv)")
@@ -207,8 +209,13 @@ def cmd_stalls(args) -> int:
         if not status.available:
             raise UsageError(f"ncu: {status.reason}")
         argv = ncu_source.source_argv(status.path, _program(args, causal), kernel_regex=args.kernel)
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=profiling.REPO_ROOT,
-                              env=profiling.program_environment())
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=profiling.REPO_ROOT,
+                                  env=profiling.program_environment(), timeout=profiling.TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print(f"sagelib profile stalls: ncu did not finish in {profiling.TIMEOUT_S} s; "
+                  "profile a smaller --shape", file=sys.stderr)
+            return 1
         text = done.stdout
         if args.csv:
             Path(args.csv).write_text(text)
