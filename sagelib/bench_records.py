@@ -108,6 +108,12 @@ def latest(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA,
     return found[-1] if found else (None, None)
 
 
+def newest_file(stem: str, suffix: str, directory: str | Path = RESULTS_DIR) -> Path | None:
+    """The last by name (names start with the date) of ``*-{stem}{suffix}`` in ``directory``, or None."""
+    found = sorted(Path(directory).glob(f"*-{stem}{suffix}"))
+    return found[-1] if found else None
+
+
 #: Standalone quantizer recordings (sagelib.cuda.quant_bench.SCHEMA, kept here to need no GPU stack).
 QUANT_SCHEMA = "sagelib.quantizers/1"
 

@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib.bench_records import RESULTS_DIR
+from sagelib.bench_records import RESULTS_DIR, newest_file
 
 PHASES = ("softmax", "turn", "issue", "wait", "fold")
 
@@ -92,5 +92,5 @@ def period_parts(rows: list[BlockTrace], section: str, warpgroup: int, parity: i
 
 def load(stem: str, directory: str | Path = RESULTS_DIR) -> tuple[list[BlockTrace], Path | None]:
     """The newest recorded ``*-{stem}.txt``'s block lines (and its path), or ([], None)."""
-    found = sorted(Path(directory).glob(f"*-{stem}.txt"))
-    return (parse(found[-1].read_text()), found[-1]) if found else ([], None)
+    path = newest_file(stem, ".txt", directory)
+    return (parse(path.read_text()), path) if path else ([], None)

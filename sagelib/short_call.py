@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib.bench_records import RESULTS_DIR
+from sagelib.bench_records import RESULTS_DIR, newest_file
 
 BESIDE_STEM = "quant-beside-attention"
 FUSION_STEM = "sm90-entry-fusion-producer"
@@ -58,20 +58,15 @@ def parse_beside(text: str) -> list[BesideRow]:
     return rows
 
 
-def _latest(stem: str, suffix: str, directory: Path) -> Path | None:
-    found = sorted(Path(directory).glob(f"*-{stem}{suffix}"))
-    return found[-1] if found else None
-
-
 def load_beside(directory: str | Path = RESULTS_DIR) -> tuple[list[BesideRow], Path | None]:
     """The newest recorded premise file's rows (and its path), or ([], None)."""
-    path = _latest(BESIDE_STEM, ".txt", Path(directory))
+    path = newest_file(BESIDE_STEM, ".txt", directory)
     return (parse_beside(path.read_text()), path) if path else ([], None)
 
 
 def load_fusion(directory: str | Path = RESULTS_DIR) -> tuple[list[dict], Path | None]:
     """The newest recorded entry-fusion A/B's rows (and its path), or ([], None)."""
-    path = _latest(FUSION_STEM, ".json", Path(directory))
+    path = newest_file(FUSION_STEM, ".json", directory)
     return (json.loads(path.read_text())["rows"], path) if path else ([], None)
 
 

@@ -70,3 +70,11 @@ def test_markdown_table():
     assert text.splitlines()[0] == "| a | b | c |"
     assert "1.235" in text and "x\\|y" in text
     assert bench_records.markdown_table([]) == "(nothing to show)"
+
+
+def test_newest_file_is_the_last_dated_name_of_its_stem(tmp_path):
+    for name in ("2026-11-29-card-x-trace.txt", "2026-11-30-card-x-trace.txt", "2026-12-01-card-x-trace.json",
+                 "2026-12-01-card-other-trace.txt"):
+        (tmp_path / name).write_text("")
+    assert bench_records.newest_file("x-trace", ".txt", tmp_path).name == "2026-11-30-card-x-trace.txt"
+    assert bench_records.newest_file("missing", ".txt", tmp_path) is None
