@@ -57,8 +57,7 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     float sm_scale_log2e, int *tile_counter, u64 *trace) {
   using G = Sm90Geometry<CONSUMERS, BLOCK_KEYS>;
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
-  static_assert(D == 64 || CONSUMERS == 2 || BLOCK_KEYS == 64 || SM90_SHARED_S,
-                "three consumers with 128-key steps: head_dim 64 only (or the SM90_SHARED_S experiment)");
+  static_assert(D == 64 || CONSUMERS == 2 || BLOCK_KEYS == 64, "three consumers with 128-key steps: head_dim 64 only");
   extern __shared__ u8 smem_raw[];
   const u32 pad = (SM90_SMEM_ALIGN - smem_address(smem_raw) % SM90_SMEM_ALIGN) % SM90_SMEM_ALIGN;
   Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);

@@ -7,6 +7,7 @@ Usage (sm_90 host):
     python3 scripts/profile_sm90.py --trace         # the consumer warps' phase timeline (SM90_TRACE build)
     python3 scripts/profile_sm90.py --trace --shape 32:32:1024:128   # ... and the cost of each tile change
     python3 scripts/profile_sm90.py --shape 2:32:8192:64 --cta-k 64 --trace   # the three-consumer geometry
+    python3 scripts/profile_sm90.py --consumers 3 --stages 3 --define SM90_SHARED_S=1 --trace   # an experiment's geometry
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ from sagelib.cuda import ops_sm90
 POINTS = ("start", "softmax done", "turn", "issued", "complete", "folded")
 
 
-def print_trace(p, options, cta_k=None) -> int:
+def print_trace(p, options, run_options: dict) -> int:
     """Per block of warp 0 of each consumer warpgroup: cycles spent in each phase, and the overlap."""
     trace = torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int64, device="cuda")
     for _ in range(2):  # the second launch is warm
         trace.zero_()
-        ops_sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace, cta_k=cta_k)
+        ops_sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace, **run_options)
     torch.cuda.synchronize()
     t = trace.cpu()
     t0 = int(t[t > 0].min())
@@ -88,14 +89,19 @@ def main(argv=None) -> int:
     parser.add_argument("--define", action="append", default=[], help="a -D option for the kernel build")
     parser.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0's first tile")
     parser.add_argument("--cta-k", type=int, default=None, help="64: the three-consumer geometry (ops_sm90.geometry_for)")
+    parser.add_argument("--consumers", type=int, default=None,
+                        help="build Sm90Geometry<consumers, cta_k> instead of the preset's (experiments)")
+    parser.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")
     args = parser.parse_args(argv)
     b, h, n, d = (int(x) for x in args.shape.split(":"))
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     p = ops_sm90.prepare(q, k, v, causal=args.causal, check_finite=False)
     options = tuple(f"-D{x}" for x in args.define)
+    geometry = ops_sm90.Geometry(args.consumers, args.cta_k or 128) if args.consumers else None
+    run_options = dict(cta_k=args.cta_k, geometry=geometry, stages=args.stages)
     if args.trace:
-        return print_trace(p, options, args.cta_k)
-    run = lambda: ops_sm90.run_attention(p, build_options=options, cta_k=args.cta_k)  # noqa: E731
+        return print_trace(p, options, run_options)
+    run = lambda: ops_sm90.run_attention(p, build_options=options, **run_options)  # noqa: E731
     for _ in range(args.launches):
         run()
     torch.cuda.synchronize()

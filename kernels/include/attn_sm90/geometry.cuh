@@ -54,5 +54,5 @@ using Sm90Preset = Sm90Geometry<2, 128>;
 // head_dim 128 take P.V in two n64 halves (O 64 + inner 32 + S 32 + P 8 registers).
 template <typename G, int D>
 __host__ __device__ constexpr int sm90_pv_parts() {
-  return G::CONSUMERS == 3 && D == 128 && G::BLOCK_KEYS == 64 ? 2 : 1;
+  return G::CONSUMERS == 3 && D == 128 ? 2 : 1;
 }

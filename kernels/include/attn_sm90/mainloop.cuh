@@ -66,22 +66,6 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// The shared score buffer (SM90_SHARED_S=1, an experiment): block j's P.V accumulates into the
-// score registers block j's softmax has consumed, is folded into O, and then block j+1's Q.K^T
-// goes into the same registers. S and the inner accumulator then share 64 registers, which is
-// what lets three consumers hold head_dim 128 with 128-key steps at 160 registers each
-// (Sm90Geometry<3, 128>: O 64 + S/inner 64 + P 16). SM90_SHARED_S_TURN: what the turn covers,
-// 0 the whole batch (P.V, fold, Q.K^T), 1 the P.V only.
-#ifndef SM90_SHARED_S
-#define SM90_SHARED_S 0
-#endif
-#ifndef SM90_SHARED_S_TURN
-#define SM90_SHARED_S_TURN 0
-#endif
-template <typename G, int D>
-__host__ __device__ constexpr bool sm90_shared_s() {
-  return SM90_SHARED_S && G::CONSUMERS == 3 && G::S_REGS == D / 2;
-}
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
@@ -249,8 +233,8 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
 
 // inner = P . V (PV_STEPS k32 steps, a fresh accumulator: the block's inner level). V^T's
 // rows are the block's 32 * PV_STEPS keys (64 or 128 bytes, the swizzle of that width).
-template <int D, int PV_STEPS, typename T>
-SAGE_DEVICE void issue_pv(T (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const u8 *v_tile) {
+template <int D, int PV_STEPS>
+SAGE_DEVICE void issue_pv(float (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const u8 *v_tile) {
   const u64 desc_v = wgmma_desc_k_major<32 * PV_STEPS>(v_tile);
   wgmma_fence();
 #pragma unroll
@@ -264,13 +248,11 @@ SAGE_DEVICE void issue_pv(T (&inner)[D / 2], const u32 (&p)[PV_STEPS][4], const 
 // O = O * alpha + inner: the outer fp32 level of the two-level accumulation, for the channels of
 // part PART of PARTS (sm90_pv_parts): O's registers [PART * N, PART * N + N) with N = D / 2 / PARTS
 // hold channels [PART * D / PARTS, ...), in the same fragment order as the part's accumulator.
-SAGE_DEVICE float as_f32(float x) { return x; }
-SAGE_DEVICE float as_f32(i32 x) { return __int_as_float(x); }
-template <int D, int PARTS = 1, int PART = 0, typename T>
-SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const T (&inner)[D / 2 / PARTS]) {
+template <int D, int PARTS = 1, int PART = 0>
+SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2 / PARTS]) {
   constexpr int N = D / 2 / PARTS;
 #pragma unroll
-  for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], as_f32(inner[i]));
+  for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], inner[i]);
 }
 
 // Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
@@ -362,34 +344,6 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
-// Block j's second half with the shared score buffer (SM90_SHARED_S): P.V of block j into the
-// score registers `s` (their scores are consumed: P holds the block), its wait and the fold,
-// then (has_next) Q.K^T of the next ring stage into `s` and its wait.
-template <int D, int STAGES, typename Smem, int S_REGS>
-SAGE_DEVICE void block_step_shared(BlockContext<D, STAGES, Smem> &c, int j, int stage, const float (&alpha)[2],
-                                   const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2],
-                                   bool has_next, const QOperand<D> &q) {
-  static_assert(S_REGS == D / 2, "the shared score buffer needs scores the size of the inner accumulator");
-  if (has_next) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D)) c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
-  issue_pv<D>(s, p, c.smem.v[stage]);
-  c.trace.stamp(j, TRACE_ISSUED);
-  wgmma_wait<0>();
-  c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D) && SM90_SHARED_S_TURN == 1) c.turns.pass_turn();
-  wgmma_pin(s);
-  warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D>(o, alpha, s);
-  if (has_next) {
-    issue_scores<D>(s, q, c.smem.k[c.ring.stage]);
-    wgmma_wait<0>();
-    wgmma_pin(s);
-  }
-  if (SM90_PINGPONG(D) && SM90_SHARED_S_TURN == 0) c.turns.pass_turn();
-  c.trace.stamp(j, TRACE_FOLDED);
-}
-
 // Every block of a tile.
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void consume_blocks_serial(BlockContext<D, STAGES, Smem> &c, i32 (&s)[S_REGS], float (&o)[D / 2],
@@ -398,12 +352,6 @@ SAGE_DEVICE void consume_blocks_serial(BlockContext<D, STAGES, Smem> &c, i32 (&s
     float alpha[2];
     u32 p[S_REGS / 16][4];
     const int stage = block_step_softmax(c, j, s, m, l, alpha, p);
-    if constexpr (sm90_shared_s<typename Smem::Geometry, D>()) {
-      const bool has_next = j + 1 < c.blocks;
-      block_step_shared(c, j, stage, alpha, p, s, o, has_next, c.q);
-      if (!has_next) return;
-      continue;
-    }
     if (j + 1 == c.blocks) {
       block_step_batch(c, j, stage, alpha, p, s, o, false, c.q);
       return;

@@ -178,22 +178,7 @@ SAGE_DEVICE void wgmma_m64n128k32_f32_e4m3_e4m3(float (&o)[64], const u32 (&p)[4
              SAGE_OUT_F32, "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt));
 }
 
-// The same step into registers the caller also uses for int32 scores (the shared score buffer
-// of mainloop.cuh): operands of the integer register class, so the compiler never copies an
-// accumulator between a float and an integer name (warning C7514); read them with __int_as_float.
-template <bool ACCUMULATE>
-SAGE_DEVICE void wgmma_m64n128k32_f32_e4m3_e4m3(i32 (&o)[64], const u32 (&p)[4], u64 desc_vt) {
-  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 ",
-             SAGE_ACC64_OPERANDS ", {%64, %65, %66, %67}, %68, keep, 1, 1;", 69, SAGE_IO64, o, SAGE_INOUT_S32,
-             SAGE_OUT_S32, "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt));
-}
-
 // The P.V instruction for a head dim (64 or 128): one k32 step over all channels.
-template <int HEAD_DIM, bool ACCUMULATE>
-SAGE_DEVICE void wgmma_pv_step(i32 (&o)[HEAD_DIM / 2], const u32 (&p)[4], u64 desc_vt) {
-  static_assert(HEAD_DIM == 128, "integer-class P.V accumulators: head_dim 128");
-  wgmma_m64n128k32_f32_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
-}
 template <int HEAD_DIM, bool ACCUMULATE>
 SAGE_DEVICE void wgmma_pv_step(float (&o)[HEAD_DIM / 2], const u32 (&p)[4], u64 desc_vt) {
   static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "head_dim 64 or 128");
