@@ -46,6 +46,8 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
     # the Hopper kernel's softmax step alone (scripts/microbench_softmax.py)
     "microbench_softmax.cu": ("bench_sm90_softmax",),
+    # ... and beside another warpgroup's wgmma batches and fold (scripts/microbench_softmax.py --beside)
+    "microbench_softmax_beside.cu": ("bench_sm90_softmax_beside",),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
     "attn_sm90.cu": tuple(attn_sm90(d, stages, c, keys) for (d, c, keys), stages in SM90_STAGES.items()),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
@@ -53,4 +55,4 @@ INSTANCES: dict[str, tuple[str, ...]] = {
 
 #: Kernel files that only exist for some architectures (wgmma needs sm_90a); others build for every preset.
 ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",), "hopper_smoke.cu": ("sm_90a",),
-                                       "attn_sm90.cu": ("sm_90a",)}
+                                       "attn_sm90.cu": ("sm_90a",), "microbench_softmax_beside.cu": ("sm_90a",)}

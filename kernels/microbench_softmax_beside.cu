@@ -1,0 +1,153 @@
+// The Hopper kernel's softmax step beside another warpgroup's tensor-core work (Phase 1
+// diagnosis): in the attention kernel a consumer's softmax phase takes ~1,180 cycles per
+// 64 x 128 tile, against ~810 when the same code runs alone (microbench_softmax.cu). This
+// measures how much of that the other consumer's wgmma batch and fold add by themselves.
+//
+// Contract stages: 3-5 as the sm_90a kernel runs them (attn_sm90/softmax.cuh), on
+// synthetic INT32 scores; the wgmma operands are arbitrary bytes (only timing matters).
+// Geometry: one CTA per SM, 256 threads. Warpgroup 0 runs `iters` softmax steps (one
+// 64 x 128 tile per step, as microbench_softmax.cu) and times them (thread 0, SM clocks).
+// Warpgroup 1 runs, until warpgroup 0 is done, back-to-back batches of the kind `beside` names:
+//   0  nothing (it waits at the final barrier)
+//   1  Q.K^T: 4 int8 m64n128k32 from shared memory into 64 int32 registers, then the wait
+//   2  P.V: 4 e4m3 m64n128k32, A (P) from registers, V^T from shared memory, 64 fp32 registers
+//   3  the kernel's batch: P.V of one block and Q.K^T of the next, issued together, one wait
+//   4  3, then the fold (O = O * alpha + inner: 64 FFMA per thread), as a consumer does
+//   5  the fold alone (64 FFMA per thread per batch, no tensor-core work)
+// and counts its batches, so the tensor cores' share of the time is known as well.
+// Targets: sm_90a only (wgmma).
+#include "attn_sm90/softmax.cuh"
+#include "hopper/wgmma.cuh"
+
+#define BESIDE_NOTHING 0
+#define BESIDE_QK 1
+#define BESIDE_PV 2
+#define BESIDE_BATCH 3
+#define BESIDE_BATCH_FOLD 4
+#define BESIDE_FOLD 5
+
+struct BesideSmem {
+  alignas(1024) u8 q[64 * 128];    // 64 rows of 128 int8 channels
+  alignas(1024) u8 k[128 * 128];   // 128 keys of 128 int8 channels
+  alignas(1024) u8 vt[128 * 128];  // V^T: 128 channels of 128 e4m3 keys
+  int done;
+};
+
+// Warpgroup 0: the softmax steps, timed between barriers of its own 128 threads.
+SAGE_DEVICE void softmax_steps(int iters, unsigned long long *cycles, float *sink) {
+  const int lane = threadIdx.x % 32;
+  i32 s[Sm90Preset::S_REGS];
+#pragma unroll
+  for (int i = 0; i < Sm90Preset::S_REGS; ++i) s[i] = ((threadIdx.x * 131 + i * 977) % 4001) - 2000;
+  float m[2] = {SAGE_MASK_SCORE, SAGE_MASK_SCORE}, l[2] = {0.0f, 0.0f};
+  u32 acc = 0u;
+  const BlockMask mask{0, 0, lane, 1 << 30, 0, false};
+  asm volatile("bar.sync 1, 128;" ::: "memory");
+  const unsigned long long start = clock64();
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int i = 0; i < Sm90Preset::S_REGS; ++i) asm volatile("" : "+r"(s[i]));  // new scores, as far as the compiler knows
+    float alpha[2];
+    u32 p[Sm90Preset::PV_STEPS][4];
+    sm90_online_softmax<false>(s, mask, 1e-3f, m, l, alpha, p);
+#pragma unroll
+    for (int k = 0; k < Sm90Preset::PV_STEPS; ++k)
+#pragma unroll
+      for (int w = 0; w < 4; ++w) acc ^= p[k][w];
+  }
+  asm volatile("bar.sync 1, 128;" ::: "memory");
+  if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = l[0] + l[1] + m[0] + __uint_as_float(acc & 0x3fffffffu);
+}
+
+// True in every thread of the calling warpgroup when `flag` is non-zero in any of them (named barrier 2
+// of 128 threads): the warpgroup leaves its loop together, since a wgmma needs all four warps.
+SAGE_DEVICE bool warpgroup_any(int flag) {
+  int any;
+  asm volatile("{\n .reg .pred p, q;\n setp.ne.s32 p, %1, 0;\n bar.red.or.pred q, 2, 128, p;\n selp.s32 %0, 1, 0, q;\n}"
+               : "=r"(any) : "r"(flag) : "memory");
+  return any != 0;
+}
+
+// Warpgroup 1: batches of kind BESIDE until warpgroup 0 raises `done`; returns how many. The kind is
+// a template argument so that each loop body is straight-line code: a wgmma behind a branch makes
+// ptxas wait for every wgmma separately.
+template <int BESIDE>
+SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
+  const u64 desc_q = wgmma_desc_k_major<128>(smem.q), desc_k = wgmma_desc_k_major<128>(smem.k);
+  const u64 desc_v = wgmma_desc_k_major<128>(smem.vt);
+  i32 s[64];
+  float inner[64], o[64];
+  u32 p[4][4];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) { s[i] = 0; inner[i] = 0.0f; o[i] = 1.0f; }
+#pragma unroll
+  for (int k = 0; k < 4; ++k)
+#pragma unroll
+    for (int w = 0; w < 4; ++w) p[k][w] = 0x38383838u + threadIdx.x + k * 4 + w;  // e4m3 1.0 and neighbours
+  const float alpha = 0.999f;
+  int batches = 0;
+  constexpr bool pv = BESIDE == BESIDE_PV || BESIDE == BESIDE_BATCH || BESIDE == BESIDE_BATCH_FOLD;
+  constexpr bool qk = BESIDE == BESIDE_QK || BESIDE == BESIDE_BATCH || BESIDE == BESIDE_BATCH_FOLD;
+  while (!warpgroup_any(*reinterpret_cast<volatile int *>(&smem.done))) {
+    if constexpr (pv || qk) wgmma_fence();
+    if constexpr (pv) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (k == 0) wgmma_m64n128k32_f32_e4m3_e4m3<false>(inner, p[k], desc_v);
+        else wgmma_m64n128k32_f32_e4m3_e4m3<true>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k));
+      }
+    }
+    if constexpr (qk) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const u64 q_step = wgmma_desc_advance(desc_q, 32 * kk), k_step = wgmma_desc_advance(desc_k, 32 * kk);
+        if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
+        else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
+      }
+    }
+    if constexpr (pv || qk) {
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_pin(inner);
+      wgmma_pin(s);
+    }
+    if constexpr (BESIDE == BESIDE_BATCH_FOLD || BESIDE == BESIDE_FOLD) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) o[i] = fmaf(o[i], alpha, inner[i]);
+      if constexpr (BESIDE == BESIDE_FOLD) wgmma_pin(o);  // a fold per batch, as far as the compiler knows
+    }
+    ++batches;
+  }
+  float keep = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) keep += o[i] + inner[i] + __int_as_float(s[i] & 0x3fffffff);
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = keep;
+  return batches;
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    bench_sm90_softmax_beside(int iters, int beside, unsigned long long *cycles, int *batches, float *sink) {
+  __shared__ BesideSmem smem;
+  u8 *bytes = reinterpret_cast<u8 *>(&smem);
+  const int tiles = static_cast<int>(reinterpret_cast<u8 *>(&smem.done) - bytes);  // q, k and vt
+  for (int i = threadIdx.x; i < tiles; i += blockDim.x) bytes[i] = (i * 37 + 11) & 0x3f;
+  if (threadIdx.x == 0) smem.done = 0;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    softmax_steps(iters, cycles, sink);
+    if (threadIdx.x == 0) *reinterpret_cast<volatile int *>(&smem.done) = 1;
+  } else if (beside != BESIDE_NOTHING) {
+    int n = 0;
+    switch (beside) {
+      case BESIDE_QK: n = tensor_batches<BESIDE_QK>(smem, sink); break;
+      case BESIDE_PV: n = tensor_batches<BESIDE_PV>(smem, sink); break;
+      case BESIDE_BATCH: n = tensor_batches<BESIDE_BATCH>(smem, sink); break;
+      case BESIDE_BATCH_FOLD: n = tensor_batches<BESIDE_BATCH_FOLD>(smem, sink); break;
+      default: n = tensor_batches<BESIDE_FOLD>(smem, sink); break;
+    }
+    if (threadIdx.x == 128) batches[blockIdx.x] = n;
+  }
+  __syncthreads();
+}
