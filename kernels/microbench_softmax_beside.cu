@@ -16,8 +16,8 @@
 //   5  the fold alone (64 FFMA per thread per batch, no tensor-core work)
 // and counts its batches, so the tensor cores' share of the time is known as well.
 // Targets: sm_90a only (wgmma).
-#include "attn_sm90/softmax.cuh"
 #include "hopper/wgmma.cuh"
+#include "microbench_softmax_step.cuh"
 
 #define BESIDE_NOTHING 0
 #define BESIDE_QK 1
@@ -34,30 +34,13 @@ struct BesideSmem {
 };
 
 // Warpgroup 0: the softmax steps, timed between barriers of its own 128 threads.
-SAGE_DEVICE void softmax_steps(int iters, unsigned long long *cycles, float *sink) {
-  const int lane = threadIdx.x % 32;
-  i32 s[Sm90Preset::S_REGS];
-#pragma unroll
-  for (int i = 0; i < Sm90Preset::S_REGS; ++i) s[i] = ((threadIdx.x * 131 + i * 977) % 4001) - 2000;
-  float m[2] = {SAGE_MASK_SCORE, SAGE_MASK_SCORE}, l[2] = {0.0f, 0.0f};
-  u32 acc = 0u;
-  const BlockMask mask{0, 0, lane, 1 << 30, 0, false};
+SAGE_DEVICE void timed_softmax_steps(int iters, unsigned long long *cycles, float *sink) {
   asm volatile("bar.sync 1, 128;" ::: "memory");
   const unsigned long long start = clock64();
-  for (int it = 0; it < iters; ++it) {
-#pragma unroll
-    for (int i = 0; i < Sm90Preset::S_REGS; ++i) asm volatile("" : "+r"(s[i]));  // new scores, as far as the compiler knows
-    float alpha[2];
-    u32 p[Sm90Preset::PV_STEPS][4];
-    sm90_online_softmax<false>(s, mask, 1e-3f, m, l, alpha, p);
-#pragma unroll
-    for (int k = 0; k < Sm90Preset::PV_STEPS; ++k)
-#pragma unroll
-      for (int w = 0; w < 4; ++w) acc ^= p[k][w];
-  }
+  const float kept = sm90_softmax_steps(iters);
   asm volatile("bar.sync 1, 128;" ::: "memory");
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
-  sink[blockIdx.x * blockDim.x + threadIdx.x] = l[0] + l[1] + m[0] + __uint_as_float(acc & 0x3fffffffu);
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = kept;
 }
 
 // True in every thread of the calling warpgroup when `flag` is non-zero in any of them (named barrier 2
@@ -136,7 +119,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (threadIdx.x < 128) {
-    softmax_steps(iters, cycles, sink);
+    timed_softmax_steps(iters, cycles, sink);
     if (threadIdx.x == 0) *reinterpret_cast<volatile int *>(&smem.done) = 1;
   } else if (beside != BESIDE_NOTHING) {
     int n = 0;

@@ -41,8 +41,9 @@ step_study_heads = 4
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import (bench_records, block_phases, data, microbench, ownership, plots, studies, sweep_records,
-                     tile_balance)
+from sagelib import (bench_records, block_phases, data, microbench, ownership, plots, softmax_beside, studies,
+                     sweep_records, tile_balance)
+from sagelib.cuda import ops_sm90
 from sagelib.results import Results
 
 results = Results("01_ownership", output_dir)
@@ -427,6 +428,68 @@ chart_block_phases("sm90-max-under-pv-three-consumers-traces",
                    "block_phases_max_under_pv")
 
 # %% [markdown]
+# ## A third consumer at head_dim 128 through a shared score buffer (recorded)
+# At D=128 a third consumer did not fit: O, S, the inner accumulator and P need 208 registers of the
+# 160 that three consumers get. Record sm90-three-consumers-d128-shared-scores let block j's P.V
+# accumulate into the score registers its softmax had consumed, fold them, and then take block
+# j+1's Q.K^T into the same registers: 144 registers plus 16 spilled O registers. The bars are
+# per key block of one warpgroup; the shared-score build has three warpgroups in flight where the
+# preset has two, so the CTA finishes a block every third of its bar against every half of the
+# preset's. It still lost (0.61-0.86x kernel only): three softmaxes per scheduler grew to ~1,700
+# cycles, and P.V, the fold and the next Q.K^T now follow one another on each warpgroup's chain
+# (in its bars "fold" runs from the P.V wait to the next softmax: the fold, then the next Q.K^T's
+# issue and wait).
+
+# %%
+chart_block_phases("sm90-three-consumers-d128-shared-scores-traces",
+                   {"preset (two consumers)": ("trace_preset", None),
+                    "shared scores, turn over P.V (three)": ("trace_s3_turn1", None)},
+                   "A key block's period by phase at D128: the preset against three consumers sharing S",
+                   "block_phases_shared_scores")
+
+# %% [markdown]
+# ## Why the softmax runs slower inside the kernel: beside the tensor cores
+# Alone, one warpgroup's softmax step (64 x 128 scores, one warp per scheduler) takes ~820 cycles;
+# traced inside the kernel, ~1,180. `kernels/microbench_softmax_beside.cu` runs the same step
+# while a second warpgroup runs, back to back, tensor-core batches as the kernel issues them (with
+# and without the fold) or the fold alone (record sm90-softmax-beside-tensor-work). A wgmma batch
+# is about ten instructions, so what the bars show beyond "nothing" is the tensor cores' work
+# itself slowing the softmax, not competition for issue slots. Measured now with `measure` on an
+# sm_90 GPU; otherwise the newest recording.
+
+# %%
+beside_runs, beside_note = None, None
+if measure and ops_sm90.unavailable_reason() is None:
+    beside_runs, beside_note = [softmax_beside.measure()], "measured now"
+else:
+    beside_runs, _, beside_path = softmax_beside.latest_recording()
+    beside_note = f"recorded: `{beside_path.name}`" if beside_path else None
+if beside_runs:
+    results.add("softmax step beside another warpgroup's work",
+                [{"run": i + 1, **row} for i, rows in enumerate(beside_runs) for row in rows])
+    display(Markdown(f"{beside_note}; cycles per step, median over the SMs."))
+    fig = plots.grouped_bars(list(softmax_beside.KINDS),
+                             {f"run {i + 1}": [r["cycles_per_step"] for r in rows] for i, rows in enumerate(beside_runs)},
+                             ylabel="cycles per softmax step (64 x 128)",
+                             title="One warpgroup's softmax step beside another warpgroup's work (H200)")
+    traced, traced_path = block_phases.load("sm90-three-consumers-d128-shared-scores-traces")
+    if traced:
+        in_kernel = block_phases.period_parts(traced, "trace_preset", 0)["softmax"]
+        fig.axes[0].axhline(in_kernel, linestyle="--", color="black", linewidth=1)
+        fig.axes[0].text(-0.4, in_kernel, f" in the kernel, traced ({in_kernel:.0f})", va="bottom", fontsize=8)
+    results.figure(fig, "softmax_beside")
+else:
+    display(Markdown("No sm_90 GPU here and no recording (`data/results/*-softmax-beside.json`) to show."))
+
+# %% [markdown]
+# Beside the kernel's batch (P.V with the next Q.K^T) the step takes ~1.37x its lone time, and
+# ~1.53x when the fold follows each batch; that is the traced in-kernel softmax. In ping-pong
+# each warpgroup's softmax runs beside the other's batch and fold, so the D=128 period is two such
+# softmaxes (~2 x 1,170 cycles): the 1000-TOPS target needs ~1,930. A schedule that keeps the
+# softmax away from the tensor cores pays the batches on its chain instead, which is what the
+# recorded sweeps above found each time work moved.
+
+# %% [markdown]
 # ## Who owns the grid: the tile scheduler (model)
 # A persistent grid (one CTA per SM) shares the tiles among 132 CTAs. With a static stride each
 # CTA draws a fixed sum of causal tile lengths and the unlucky ones finish last; a global counter
@@ -440,7 +503,6 @@ chart_block_phases("sm90-max-under-pv-three-consumers-traces",
 # with 128-key blocks; cta_k 64 with 64-key blocks): fewer, longer tiles; their rows are marked.
 
 # %%
-from sagelib.cuda import ops_sm90  # the kernel's geometries (importable without a GPU or CuPy)
 
 
 def balance_problem(b, n, d, geometry):  # causal: non-causal tiles are equal and every schedule ties

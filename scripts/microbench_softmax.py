@@ -28,35 +28,9 @@ from pathlib import Path
 
 import torch
 
+from sagelib import softmax_beside
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import I32, launch
-
-
-#: What the second warpgroup of bench_sm90_softmax_beside runs, by its `beside` argument.
-BESIDE_KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
-                "the fold alone")
-
-
-def softmax_beside(iters: int = 2000) -> list[dict]:
-    """One row per kind of BESIDE_KINDS: the softmax step's median cycles over the SMs, its ratio to the
-    step with nothing beside it, and the other warpgroup's completed batches per 1,000 cycles."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    fn = load_function("microbench_softmax_beside.cu", "bench_sm90_softmax_beside", arch="sm_90a")
-    rows = []
-    for beside, kind in enumerate(BESIDE_KINDS):
-        cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
-        batches = torch.zeros(sms, dtype=torch.int32, device="cuda")
-        sink = torch.empty(sms * 256, dtype=torch.float32, device="cuda")
-        for n in (10, iters):  # the first launch warms up (and builds)
-            launch(fn, (sms, 1, 1), (256, 1, 1), (I32(n), I32(beside), cycles, batches, sink),
-                   name="bench_sm90_softmax_beside")
-        torch.cuda.synchronize()
-        total = statistics.median(cycles.tolist())
-        rows.append(dict(beside=beside, kind=kind, cycles_per_step=total / iters,
-                         batches_per_kcycle=1000 * statistics.median(batches.tolist()) / total))
-    for row in rows:
-        row["over_alone"] = row["cycles_per_step"] / rows[0]["cycles_per_step"]
-    return rows
 
 
 def print_beside(rows: list[dict]) -> None:
@@ -71,16 +45,24 @@ def main(argv=None) -> int:
     parser.add_argument("--beside", action="store_true", help="the step beside another warpgroup's work (sm_90)")
     parser.add_argument("--out", type=Path, default=None, help="with --beside: also write the rows as JSON")
     args = parser.parse_args(argv)
+    if args.iters < 1:
+        parser.error(f"--iters: expected at least 1 step, got {args.iters}")
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing measured", file=sys.stderr)
         return 2
     if args.beside:
-        rows = softmax_beside(args.iters)
+        from sagelib.cuda import ops_sm90
+
+        reason = ops_sm90.unavailable_reason()
+        if reason:
+            print(f"--beside {reason}: nothing measured", file=sys.stderr)
+            return 2
+        rows = softmax_beside.measure(args.iters)
         print_beside(rows)
         if args.out:
-            args.out.write_text(json.dumps({"command": "python3 scripts/microbench_softmax.py --beside --iters "
-                                            f"{args.iters}", "gpu": torch.cuda.get_device_name(0), "rows": rows},
-                                           indent=1) + "\n")
+            command = f"python3 scripts/microbench_softmax.py --beside --iters {args.iters}"
+            args.out.write_text(json.dumps({"schema": softmax_beside.SCHEMA, "command": command,
+                                            "gpu": torch.cuda.get_device_name(0), "runs": [rows]}, indent=1) + "\n")
         return 0
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     fn = load_function("microbench_softmax.cu", "bench_sm90_softmax")

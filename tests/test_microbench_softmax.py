@@ -1,20 +1,33 @@
-"""scripts/microbench_softmax.py --beside: the softmax step beside another warpgroup's work (sm_90)."""
+"""sagelib.softmax_beside (scripts/microbench_softmax.py --beside): the softmax step beside another
+warpgroup's work on sm_90, and its recordings."""
 
-import importlib.util
-from pathlib import Path
+import json
 
 import pytest
 
+from sagelib import softmax_beside
 from sagelib.cuda import ops_sm90
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "microbench_softmax.py"
+
+def test_the_recording_has_a_row_per_kind_in_order():
+    runs, document, path = softmax_beside.latest_recording()
+    assert path is not None and document["schema"] == softmax_beside.SCHEMA
+    for rows in runs:
+        assert [r["kind"] for r in rows] == list(softmax_beside.KINDS)
+        assert rows[0]["over_alone"] == 1.0 and rows[0]["batches_per_kcycle"] == 0
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location("microbench_softmax", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def test_a_file_of_another_schema_is_refused(tmp_path):
+    (tmp_path / "2026-01-01-x-softmax-beside.json").write_text(json.dumps({"schema": "other/1", "runs": []}))
+    with pytest.raises(ValueError, match="expected schema 'sagelib.softmax-beside/1', got 'other/1'"):
+        softmax_beside.latest_recording(tmp_path)
+    assert softmax_beside.latest_recording(tmp_path / "empty") == (None, None, None)
+
+
+@pytest.mark.parametrize("iters", [0, -3, 2.5])
+def test_measure_refuses_a_step_count_below_one(iters):
+    with pytest.raises(ValueError, match="iters: expected an int of at least 1"):
+        softmax_beside.measure(iters)
 
 
 @pytest.mark.gpu
@@ -22,9 +35,8 @@ def test_beside_rows_count_the_other_warpgroups_batches():
     reason = ops_sm90.unavailable_reason()
     if reason:
         pytest.skip(reason)
-    script = _script()
-    rows = script.softmax_beside(iters=50)
-    assert [r["kind"] for r in rows] == list(script.BESIDE_KINDS)
+    rows = softmax_beside.measure(iters=50)
+    assert [r["kind"] for r in rows] == list(softmax_beside.KINDS)
     assert rows[0]["batches_per_kcycle"] == 0  # nothing beside: no batch is counted
     assert all(r["batches_per_kcycle"] > 0 for r in rows[1:])  # every other kind ran beside the softmax
     assert all(r["cycles_per_step"] > 0 for r in rows) and rows[0]["over_alone"] == 1.0

@@ -1,0 +1,63 @@
+"""The Hopper kernel's softmax step beside another warpgroup's work (Phase 1 diagnosis, notebook 01).
+
+``kernels/microbench_softmax_beside.cu`` (sm_90a) times one warpgroup's softmax step, one 64 x 128
+score tile per step as the attention kernel runs it, while a second warpgroup runs back to back one
+of :data:`KINDS`: nothing, tensor-core batches as the kernel issues them, those batches with the
+fold, or the fold alone. Each row gives the step's cycles, their ratio to the step with nothing
+beside it, and how many batches the other warpgroup completed per 1,000 cycles.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+#: What the second warpgroup runs, by the kernel's `beside` argument.
+KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
+         "the fold alone")
+SCHEMA = "sagelib.softmax-beside/1"
+STEM = "softmax-beside"
+
+
+def measure(iters: int = 2000) -> list[dict]:
+    """One row per kind (sm_90 GPU): the step's median cycles over the SMs, their ratio to the step
+    with nothing beside it, and the other warpgroup's completed batches per 1,000 cycles."""
+    if not isinstance(iters, int) or iters < 1:
+        raise ValueError(f"iters: expected an int of at least 1 softmax step, got {iters!r}")
+    import torch
+
+    from sagelib.cuda.build import load_function
+    from sagelib.cuda.launch import I32, launch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    fn = load_function("microbench_softmax_beside.cu", "bench_sm90_softmax_beside", arch="sm_90a")
+    rows = []
+    for beside, kind in enumerate(KINDS):
+        cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
+        batches = torch.zeros(sms, dtype=torch.int32, device="cuda")
+        sink = torch.empty(sms * 256, dtype=torch.float32, device="cuda")
+        for n in (10, iters):  # the first launch warms up (and builds)
+            launch(fn, (sms, 1, 1), (256, 1, 1), (I32(n), I32(beside), cycles, batches, sink),
+                   name="bench_sm90_softmax_beside")
+        torch.cuda.synchronize()
+        total = statistics.median(cycles.tolist())
+        rows.append(dict(beside=beside, kind=kind, cycles_per_step=total / iters,
+                         batches_per_kcycle=1000 * statistics.median(batches.tolist()) / total))
+    for row in rows:
+        row["over_alone"] = row["cycles_per_step"] / rows[0]["cycles_per_step"]
+    return rows
+
+
+def latest_recording(directory=None):
+    """(runs, document, path) of the newest ``*-softmax-beside.json`` in ``directory`` (default
+    data/results), or (None, None, None): runs is a list of row lists as :func:`measure` returns them."""
+    import json
+
+    from sagelib import bench_records
+
+    path = bench_records.newest_file(STEM, ".json", directory or bench_records.RESULTS_DIR)
+    if path is None:
+        return None, None, None
+    document = json.loads(path.read_text())
+    if document.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: expected schema {SCHEMA!r}, got {document.get('schema')!r}")
+    return document["runs"], document, path
