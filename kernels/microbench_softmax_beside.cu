@@ -14,7 +14,11 @@
 //   3  the kernel's batch: P.V of one block and Q.K^T of the next, issued together, one wait
 //   4  3, then the fold (O = O * alpha + inner: 64 FFMA per thread), as a consumer does
 //   5  the fold alone (64 FFMA per thread per batch, no tensor-core work)
-// and counts its batches, so the tensor cores' share of the time is known as well.
+//   6  the head_dim-64 kernel's batch: P.V as 4 e4m3 m64n64k32 (32 fp32 registers), Q.K^T as
+//      2 int8 m64n128k32, one wait
+// and counts its batches, so the tensor cores' share of the time is known as well. With
+// `softmax_off`, warpgroup 0 sleeps for as long as its steps would take instead (iters x 820
+// cycles), which gives each batch kind's rate with nothing beside it.
 // Targets: sm_90a only (wgmma).
 #include "hopper/wgmma.cuh"
 #include "microbench_softmax_step.cuh"
@@ -25,6 +29,8 @@
 #define BESIDE_BATCH 3
 #define BESIDE_BATCH_FOLD 4
 #define BESIDE_FOLD 5
+#define BESIDE_BATCH_D64 6
+#define SOFTMAX_STEP_ALONE 820  // cycles of one step alone on the H200 (scripts/microbench_softmax.py)
 
 struct BesideSmem {
   alignas(1024) u8 q[64 * 128];    // 64 rows of 128 int8 channels
@@ -41,6 +47,15 @@ SAGE_DEVICE void timed_softmax_steps(int iters, unsigned long long *cycles, floa
   asm volatile("bar.sync 1, 128;" ::: "memory");
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
   sink[blockIdx.x * blockDim.x + threadIdx.x] = kept;
+}
+
+// Warpgroup 0 with `softmax_off`: asleep for as long as `iters` lone steps take, timed the same way.
+SAGE_DEVICE void timed_sleep(int iters, unsigned long long *cycles) {
+  asm volatile("bar.sync 1, 128;" ::: "memory");
+  const unsigned long long start = clock64(), end = start + (unsigned long long)iters * SOFTMAX_STEP_ALONE;
+  while (clock64() < end) __nanosleep(500);
+  asm volatile("bar.sync 1, 128;" ::: "memory");
+  if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
 }
 
 // True in every thread of the calling warpgroup when `flag` is non-zero in any of them (named barrier 2
@@ -72,8 +87,23 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
   int batches = 0;
   constexpr bool pv = BESIDE == BESIDE_PV || BESIDE == BESIDE_BATCH || BESIDE == BESIDE_BATCH_FOLD;
   constexpr bool qk = BESIDE == BESIDE_QK || BESIDE == BESIDE_BATCH || BESIDE == BESIDE_BATCH_FOLD;
+  constexpr bool d64 = BESIDE == BESIDE_BATCH_D64;
   while (!warpgroup_any(*reinterpret_cast<volatile int *>(&smem.done))) {
-    if constexpr (pv || qk) wgmma_fence();
+    if constexpr (pv || qk || d64) wgmma_fence();
+    if constexpr (d64) {
+      float(&inner32)[32] = *reinterpret_cast<float(*)[32]>(inner);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (k == 0) wgmma_m64n64k32_f32_e4m3_e4m3<false>(inner32, p[k], desc_v);
+        else wgmma_m64n64k32_f32_e4m3_e4m3<true>(inner32, p[k], wgmma_desc_advance(desc_v, 32 * k));
+      }
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const u64 q_step = wgmma_desc_advance(desc_q, 32 * kk), k_step = wgmma_desc_advance(desc_k, 32 * kk);
+        if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
+        else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
+      }
+    }
     if constexpr (pv) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
@@ -89,7 +119,7 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
         else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
       }
     }
-    if constexpr (pv || qk) {
+    if constexpr (pv || qk || d64) {
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_pin(inner);
@@ -110,7 +140,8 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
 }
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-    bench_sm90_softmax_beside(int iters, int beside, unsigned long long *cycles, int *batches, float *sink) {
+    bench_sm90_softmax_beside(int iters, int beside, int softmax_off, unsigned long long *cycles, int *batches,
+                              float *sink) {
   __shared__ BesideSmem smem;
   u8 *bytes = reinterpret_cast<u8 *>(&smem);
   const int tiles = static_cast<int>(reinterpret_cast<u8 *>(&smem.done) - bytes);  // q, k and vt
@@ -119,7 +150,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (threadIdx.x < 128) {
-    timed_softmax_steps(iters, cycles, sink);
+    if (softmax_off) timed_sleep(iters, cycles);
+    else timed_softmax_steps(iters, cycles, sink);
     if (threadIdx.x == 0) *reinterpret_cast<volatile int *>(&smem.done) = 1;
   } else if (beside != BESIDE_NOTHING) {
     int n = 0;
@@ -128,6 +160,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
       case BESIDE_PV: n = tensor_batches<BESIDE_PV>(smem, sink); break;
       case BESIDE_BATCH: n = tensor_batches<BESIDE_BATCH>(smem, sink); break;
       case BESIDE_BATCH_FOLD: n = tensor_batches<BESIDE_BATCH_FOLD>(smem, sink); break;
+      case BESIDE_BATCH_D64: n = tensor_batches<BESIDE_BATCH_D64>(smem, sink); break;
       default: n = tensor_batches<BESIDE_FOLD>(smem, sink); break;
     }
     if (threadIdx.x == 128) batches[blockIdx.x] = n;

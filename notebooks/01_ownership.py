@@ -468,8 +468,9 @@ if beside_runs:
     results.add("softmax step beside another warpgroup's work",
                 [{"run": i + 1, **row} for i, rows in enumerate(beside_runs) for row in rows])
     display(Markdown(f"{beside_note}; cycles per step, median over the SMs."))
-    fig = plots.grouped_bars(list(softmax_beside.KINDS),
-                             {f"run {i + 1}": [r["cycles_per_step"] for r in rows] for i, rows in enumerate(beside_runs)},
+    kinds = [r["kind"] for r in beside_runs[0]]
+    fig = plots.grouped_bars(kinds, {f"run {i + 1}": [r["cycles_per_step"] for r in rows]
+                                     for i, rows in enumerate(beside_runs)},
                              ylabel="cycles per softmax step (64 x 128)",
                              title="One warpgroup's softmax step beside another warpgroup's work (H200)")
     traced, traced_path = block_phases.load("sm90-three-consumers-d128-shared-scores-traces")

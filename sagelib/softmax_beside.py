@@ -2,9 +2,10 @@
 
 ``kernels/microbench_softmax_beside.cu`` (sm_90a) times one warpgroup's softmax step, one 64 x 128
 score tile per step as the attention kernel runs it, while a second warpgroup runs back to back one
-of :data:`KINDS`: nothing, tensor-core batches as the kernel issues them, those batches with the
-fold, or the fold alone. Each row gives the step's cycles, their ratio to the step with nothing
-beside it, and how many batches the other warpgroup completed per 1,000 cycles.
+of :data:`KINDS`: nothing, tensor-core batches as the kernel issues them (head_dim 128, and 64),
+those batches with the fold, or the fold alone. Each row gives the step's cycles, their ratio to
+the step with nothing beside it, and how many batches the other warpgroup completed per 1,000
+cycles, beside the softmax and with the softmax warpgroup asleep.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ import statistics
 
 #: What the second warpgroup runs, by the kernel's `beside` argument.
 KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
-         "the fold alone")
-SCHEMA = "sagelib.softmax-beside/1"
+         "the fold alone", "D64 P.V + Q.K^T batches")
+#: Each tensor-core kind's 8-bit operations per batch (m64nNk32: 2 * 64 * N * 32 per instruction).
+TENSOR_OPS = {"Q.K^T batches": 4 * 2 * 64 * 128 * 32, "P.V batches": 4 * 2 * 64 * 128 * 32,
+              "P.V + Q.K^T batches": 8 * 2 * 64 * 128 * 32, "P.V + Q.K^T batches, then the fold": 8 * 2 * 64 * 128 * 32,
+              "D64 P.V + Q.K^T batches": 4 * 2 * 64 * 64 * 32 + 2 * 2 * 64 * 128 * 32}
+SCHEMA = "sagelib.softmax-beside/2"  #: /1 (the first recording) had neither the D64 kind nor the rates alone
+READS = ("sagelib.softmax-beside/1", SCHEMA)
 STEM = "softmax-beside"
 
 
 def measure(iters: int = 2000) -> list[dict]:
     """One row per kind (sm_90 GPU): the step's median cycles over the SMs, their ratio to the step
-    with nothing beside it, and the other warpgroup's completed batches per 1,000 cycles."""
+    with nothing beside it, the other warpgroup's completed batches per 1,000 cycles, and the same
+    rate with the softmax warpgroup asleep instead (``batches_per_kcycle_alone``)."""
     if not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters: expected an int of at least 1 softmax step, got {iters!r}")
     import torch
@@ -30,18 +37,22 @@ def measure(iters: int = 2000) -> list[dict]:
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     fn = load_function("microbench_softmax_beside.cu", "bench_sm90_softmax_beside", arch="sm_90a")
-    rows = []
-    for beside, kind in enumerate(KINDS):
+    def run(beside: int, softmax_off: bool) -> tuple[float, float]:  # (cycles of warpgroup 0, batches per kcycle)
         cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
         batches = torch.zeros(sms, dtype=torch.int32, device="cuda")
         sink = torch.empty(sms * 256, dtype=torch.float32, device="cuda")
         for n in (10, iters):  # the first launch warms up (and builds)
-            launch(fn, (sms, 1, 1), (256, 1, 1), (I32(n), I32(beside), cycles, batches, sink),
+            launch(fn, (sms, 1, 1), (256, 1, 1), (I32(n), I32(beside), I32(softmax_off), cycles, batches, sink),
                    name="bench_sm90_softmax_beside")
         torch.cuda.synchronize()
         total = statistics.median(cycles.tolist())
-        rows.append(dict(beside=beside, kind=kind, cycles_per_step=total / iters,
-                         batches_per_kcycle=1000 * statistics.median(batches.tolist()) / total))
+        return total, 1000 * statistics.median(batches.tolist()) / total
+
+    rows = []
+    for beside, kind in enumerate(KINDS):
+        total, rate = run(beside, False)
+        rows.append(dict(beside=beside, kind=kind, cycles_per_step=total / iters, batches_per_kcycle=rate,
+                         batches_per_kcycle_alone=run(beside, True)[1] if beside else 0.0))
     for row in rows:
         row["over_alone"] = row["cycles_per_step"] / rows[0]["cycles_per_step"]
     return rows
@@ -58,6 +69,6 @@ def latest_recording(directory=None):
     if path is None:
         return None, None, None
     document = json.loads(path.read_text())
-    if document.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: expected schema {SCHEMA!r}, got {document.get('schema')!r}")
+    if document.get("schema") not in READS:
+        raise ValueError(f"{path}: expected schema {' or '.join(map(repr, READS))}, got {document.get('schema')!r}")
     return document["runs"], document, path

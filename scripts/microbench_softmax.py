@@ -34,9 +34,11 @@ from sagelib.cuda.launch import I32, launch
 
 
 def print_beside(rows: list[dict]) -> None:
-    print(f"{'beside the softmax warpgroup':<38} {'cycles/step':>11} {'x alone':>8} {'batches/kcycle':>15}")
+    print(f"{'beside the softmax warpgroup':<38} {'cycles/step':>11} {'x alone':>8} {'batches/kcycle':>15} "
+          f"{'(softmax asleep)':>16}")
     for r in rows:
-        print(f"{r['kind']:<38} {r['cycles_per_step']:>11.0f} {r['over_alone']:>8.3f} {r['batches_per_kcycle']:>15.2f}")
+        print(f"{r['kind']:<38} {r['cycles_per_step']:>11.0f} {r['over_alone']:>8.3f} {r['batches_per_kcycle']:>15.2f} "
+              f"{r['batches_per_kcycle_alone']:>16.2f}")
 
 
 def main(argv=None) -> int:

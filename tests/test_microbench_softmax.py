@@ -11,15 +11,15 @@ from sagelib.cuda import ops_sm90
 
 def test_the_recording_has_a_row_per_kind_in_order():
     runs, document, path = softmax_beside.latest_recording()
-    assert path is not None and document["schema"] == softmax_beside.SCHEMA
+    assert path is not None and document["schema"] in softmax_beside.READS
     for rows in runs:
-        assert [r["kind"] for r in rows] == list(softmax_beside.KINDS)
+        assert [r["kind"] for r in rows] == list(softmax_beside.KINDS)[:len(rows)]
         assert rows[0]["over_alone"] == 1.0 and rows[0]["batches_per_kcycle"] == 0
 
 
 def test_a_file_of_another_schema_is_refused(tmp_path):
     (tmp_path / "2026-01-01-x-softmax-beside.json").write_text(json.dumps({"schema": "other/1", "runs": []}))
-    with pytest.raises(ValueError, match="expected schema 'sagelib.softmax-beside/1', got 'other/1'"):
+    with pytest.raises(ValueError, match="expected schema 'sagelib.softmax-beside/1' or .*, got 'other/1'"):
         softmax_beside.latest_recording(tmp_path)
     assert softmax_beside.latest_recording(tmp_path / "empty") == (None, None, None)
 
@@ -39,4 +39,5 @@ def test_beside_rows_count_the_other_warpgroups_batches():
     assert [r["kind"] for r in rows] == list(softmax_beside.KINDS)
     assert rows[0]["batches_per_kcycle"] == 0  # nothing beside: no batch is counted
     assert all(r["batches_per_kcycle"] > 0 for r in rows[1:])  # every other kind ran beside the softmax
+    assert all(r["batches_per_kcycle_alone"] > 0 for r in rows[1:])  # ... and with it asleep
     assert all(r["cycles_per_step"] > 0 for r in rows) and rows[0]["over_alone"] == 1.0
