@@ -483,6 +483,27 @@ else:
     display(Markdown("No sm_90 GPU here and no recording (`data/results/*-softmax-beside.json`) to show."))
 
 # %% [markdown]
+# The other side of the same runs: how long each batch kind takes on the tensor cores, alone (the
+# softmax warpgroup asleep) and beside the softmax, against the cycles its operations need at the
+# wgmma rate (the datasheet's, or the microbenchmark's above). A batch waited for as a whole pays a
+# fixed latency beside its operations; the kernel waits for one per key block on each chain.
+
+# %%
+if beside_runs and "batches_per_kcycle_alone" in beside_runs[0][0]:
+    peak = measured_hw.wgmma_8bit_ops_per_clk
+    tensor_rows = [r for r in beside_runs[0] if r["kind"] in softmax_beside.TENSOR_OPS]
+    batch_cycles = [{"kind": r["kind"], "at the wgmma rate": softmax_beside.TENSOR_OPS[r["kind"]] / peak,
+                     "alone": 1000 / r["batches_per_kcycle_alone"],
+                     "beside the softmax": 1000 / r["batches_per_kcycle"]} for r in tensor_rows]
+    results.add("tensor-core batch cycles, alone and beside the softmax", batch_cycles)
+    columns = ("at the wgmma rate", "alone", "beside the softmax")
+    fig = plots.grouped_bars([r["kind"] for r in batch_cycles], {k: [r[k] for r in batch_cycles] for k in columns},
+                             ylabel="cycles per batch", title="One warpgroup's wgmma batches: cycles each (H200)")
+    results.figure(fig, "batch_cycles")
+else:
+    display(Markdown("The recording shown has no batch rates alone (schema /1): nothing to draw here."))
+
+# %% [markdown]
 # Beside the kernel's batch (P.V with the next Q.K^T) the step takes ~1.37x its lone time, and
 # ~1.53x when the fold follows each batch; that is the traced in-kernel softmax. In ping-pong
 # each warpgroup's softmax runs beside the other's batch and fold, so the D=128 period is two such
