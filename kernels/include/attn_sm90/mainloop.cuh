@@ -66,12 +66,6 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// The fold under Q.K^T (an experiment; P.V in one part): wait for the batch's P.V group alone,
-// release the stage and fold while the next block's Q.K^T completes, then wait for the scores.
-// 1 passes the turn once the scores have landed (as the default), 2 once P.V has.
-#ifndef SM90_FOLD_UNDER_QK
-#define SM90_FOLD_UNDER_QK 0
-#endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
@@ -339,21 +333,6 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
     if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * Smem::Geometry::BLOCK_KEYS);
   }
   c.trace.stamp(j, TRACE_ISSUED);
-  if constexpr (PARTS == 1 && SM90_FOLD_UNDER_QK != 0) {
-    static_assert(SM90_PASS_AFTER_WAIT && !SM90_TURN_IS_SOFTMAX, "SM90_FOLD_UNDER_QK: the default turn only");
-    if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();  // P.V's group (committed first)
-    else wgmma_wait<0>();
-    c.trace.stamp(j, TRACE_COMPLETE);
-    if (SM90_PINGPONG(D) && SM90_FOLD_UNDER_QK == 2) c.turns.pass_turn();
-    wgmma_pin(inner);
-    warp_release(&c.smem.ring.empty[stage]);
-    fold_block<D>(o, alpha, inner);
-    wgmma_wait<0>();
-    if (SM90_PINGPONG(D) && SM90_FOLD_UNDER_QK == 1) c.turns.pass_turn();
-    wgmma_pin(s);
-    c.trace.stamp(j, TRACE_FOLDED);
-    return;
-  }
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
   c.trace.stamp(j, TRACE_COMPLETE);
