@@ -16,6 +16,9 @@
 //   5  the fold alone (64 FFMA per thread per batch, no tensor-core work)
 //   6  the head_dim-64 kernel's batch: P.V as 4 e4m3 m64n64k32 (32 fp32 registers), Q.K^T as
 //      2 int8 m64n128k32, one wait
+//   7  Q.K^T batches whose 4 steps each start a fresh accumulator (scale-d 0, a value the compiler
+//      cannot see, so it keeps all four): the same operations without the accumulator read-back
+//   8  P.V batches with P from shared memory as well (both operands by descriptor)
 // and counts its batches, so the tensor cores' share of the time is known as well. With
 // `softmax_off`, warpgroup 0 sleeps for as long as its steps would take instead (iters x 820
 // cycles), which gives each batch kind's rate with nothing beside it.
@@ -30,6 +33,8 @@
 #define BESIDE_BATCH_FOLD 4
 #define BESIDE_FOLD 5
 #define BESIDE_BATCH_D64 6
+#define BESIDE_QK_FRESH 7
+#define BESIDE_PV_SHARED 8
 #define SOFTMAX_STEP_ALONE 820  // cycles of one step alone on the H200 (scripts/microbench_softmax.py)
 
 struct BesideSmem {
@@ -56,6 +61,24 @@ SAGE_DEVICE void timed_sleep(int iters, unsigned long long *cycles) {
   while (clock64() < end) __nanosleep(500);
   asm volatile("bar.sync 1, 128;" ::: "memory");
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
+}
+
+// P.V's instruction with P from shared memory too (kind 8): e4m3 x e4m3 -> fp32, both operands by descriptor.
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n128k32_f32_e4m3_e4m3_ss(float (&o)[64], u64 desc_p, u64 desc_vt) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 ",
+             SAGE_ACC64_OPERANDS ", %64, %65, keep, 1, 1;", 66, SAGE_IO64, o, SAGE_INOUT_F32, SAGE_OUT_F32,
+             "l"(desc_p), "l"(desc_vt));
+}
+
+// Q.K^T's instruction with its scale-d flag as a run-time value (kind 7): 0 ignores the accumulator's
+// old contents. With a compile-time 0 ptxas sees the first three of four steps overwritten unread and
+// drops them.
+SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8_scale_d(i32 (&s)[64], u64 desc_q, u64 desc_k, int scale_d) {
+  asm volatile("{\n .reg .pred keep;\n setp.ne.b32 keep, %66, 0;\n wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 "
+               SAGE_ACC64_OPERANDS ", %64, %65, keep;\n}\n"
+               : SAGE_IO64(SAGE_INOUT_S32, s)
+               : "l"(desc_q), "l"(desc_k), "r"(scale_d));
 }
 
 // True in every thread of the calling warpgroup when `flag` is non-zero in any of them (named barrier 2
@@ -88,8 +111,24 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
   constexpr bool pv = BESIDE == BESIDE_PV || BESIDE == BESIDE_BATCH || BESIDE == BESIDE_BATCH_FOLD;
   constexpr bool qk = BESIDE == BESIDE_QK || BESIDE == BESIDE_BATCH || BESIDE == BESIDE_BATCH_FOLD;
   constexpr bool d64 = BESIDE == BESIDE_BATCH_D64;
+  constexpr bool other = BESIDE == BESIDE_QK_FRESH || BESIDE == BESIDE_PV_SHARED;
+  const int fresh = *reinterpret_cast<volatile int *>(&smem.done);  // 0: warpgroup 0 has just started its steps
   while (!warpgroup_any(*reinterpret_cast<volatile int *>(&smem.done))) {
-    if constexpr (pv || qk || d64) wgmma_fence();
+    if constexpr (pv || qk || d64 || other) wgmma_fence();
+    if constexpr (BESIDE == BESIDE_QK_FRESH) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n128k32_s32_s8_s8_scale_d(s, wgmma_desc_advance(desc_q, 32 * kk), wgmma_desc_advance(desc_k, 32 * kk),
+                                           fresh);
+    }
+    if constexpr (BESIDE == BESIDE_PV_SHARED) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const u64 p_step = wgmma_desc_advance(desc_q, 32 * k), v_step = wgmma_desc_advance(desc_v, 32 * k);
+        if (k == 0) wgmma_m64n128k32_f32_e4m3_e4m3_ss<false>(inner, p_step, v_step);
+        else wgmma_m64n128k32_f32_e4m3_e4m3_ss<true>(inner, p_step, v_step);
+      }
+    }
     if constexpr (d64) {
       float(&inner32)[32] = *reinterpret_cast<float(*)[32]>(inner);
 #pragma unroll
@@ -119,7 +158,7 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
         else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
       }
     }
-    if constexpr (pv || qk || d64) {
+    if constexpr (pv || qk || d64 || other) {
       wgmma_commit();
       wgmma_wait<0>();
       wgmma_pin(inner);
@@ -161,6 +200,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
       case BESIDE_BATCH: n = tensor_batches<BESIDE_BATCH>(smem, sink); break;
       case BESIDE_BATCH_FOLD: n = tensor_batches<BESIDE_BATCH_FOLD>(smem, sink); break;
       case BESIDE_BATCH_D64: n = tensor_batches<BESIDE_BATCH_D64>(smem, sink); break;
+      case BESIDE_QK_FRESH: n = tensor_batches<BESIDE_QK_FRESH>(smem, sink); break;
+      case BESIDE_PV_SHARED: n = tensor_batches<BESIDE_PV_SHARED>(smem, sink); break;
       default: n = tensor_batches<BESIDE_FOLD>(smem, sink); break;
     }
     if (threadIdx.x == 128) batches[blockIdx.x] = n;

@@ -3,9 +3,11 @@
 ``kernels/microbench_softmax_beside.cu`` (sm_90a) times one warpgroup's softmax step, one 64 x 128
 score tile per step as the attention kernel runs it, while a second warpgroup runs back to back one
 of :data:`KINDS`: nothing, tensor-core batches as the kernel issues them (head_dim 128, and 64),
-those batches with the fold, or the fold alone. Each row gives the step's cycles, their ratio to
-the step with nothing beside it, and how many batches the other warpgroup completed per 1,000
-cycles, beside the softmax and with the softmax warpgroup asleep.
+those batches with the fold, the fold alone, or two variations that tell what in a batch slows the
+softmax (fresh accumulators: no accumulator read-back; P from shared memory: no register operand).
+Each row gives the step's cycles, their ratio to the step with nothing beside it, and how many
+batches the other warpgroup completed per 1,000 cycles, beside the softmax and with the softmax
+warpgroup asleep.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import statistics
 
 #: What the second warpgroup runs, by the kernel's `beside` argument.
 KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
-         "the fold alone", "D64 P.V + Q.K^T batches")
-#: Each tensor-core kind's 8-bit operations per batch (m64nNk32: 2 * 64 * N * 32 per instruction).
-TENSOR_OPS = {"Q.K^T batches": 4 * 2 * 64 * 128 * 32, "P.V batches": 4 * 2 * 64 * 128 * 32,
-              "P.V + Q.K^T batches": 8 * 2 * 64 * 128 * 32, "P.V + Q.K^T batches, then the fold": 8 * 2 * 64 * 128 * 32,
-              "D64 P.V + Q.K^T batches": 4 * 2 * 64 * 64 * 32 + 2 * 2 * 64 * 128 * 32}
-SCHEMA = "sagelib.softmax-beside/2"  #: /1 (the first recording) had neither the D64 kind nor the rates alone
-READS = ("sagelib.softmax-beside/1", SCHEMA)
+         "the fold alone", "D64 P.V + Q.K^T batches", "Q.K^T batches, fresh accumulators",
+         "P.V batches, P from shared")
+_N128_STEP = 2 * 64 * 128 * 32  # 8-bit operations of one m64n128k32
+#: Each tensor-core kind's 8-bit operations per batch.
+TENSOR_OPS = {"Q.K^T batches": 4 * _N128_STEP, "P.V batches": 4 * _N128_STEP, "P.V + Q.K^T batches": 8 * _N128_STEP,
+              "P.V + Q.K^T batches, then the fold": 8 * _N128_STEP, "D64 P.V + Q.K^T batches": 4 * _N128_STEP,
+              "Q.K^T batches, fresh accumulators": 4 * _N128_STEP, "P.V batches, P from shared": 4 * _N128_STEP}
+SCHEMA = "sagelib.softmax-beside/3"  #: /1 had neither the D64 kind nor the rates alone, /2 not the last two kinds
+READS = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2", SCHEMA)
 STEM = "softmax-beside"
 
 
