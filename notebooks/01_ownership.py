@@ -454,8 +454,10 @@ chart_block_phases("sm90-three-consumers-d128-shared-scores-traces",
 # while a second warpgroup runs, back to back, tensor-core batches as the kernel issues them (with
 # and without the fold) or the fold alone (record sm90-softmax-beside-tensor-work). A wgmma batch
 # is about ten instructions, so what the bars show beyond "nothing" is the tensor cores' work
-# itself slowing the softmax, not competition for issue slots. Measured now with `measure` on an
-# sm_90 GPU; otherwise the newest recording.
+# itself slowing the softmax, not competition for issue slots. The last two kinds take parts away
+# from a batch: its accumulator read-back (a run-time scale-d of 0) and its register operand (P from
+# shared memory); neither changes the slowdown (record sm90-softmax-beside-what-slows-it). Measured
+# now with `measure` on an sm_90 GPU; otherwise the newest recording.
 
 # %%
 beside_runs, beside_note = None, None
