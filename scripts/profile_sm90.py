@@ -7,7 +7,7 @@ Usage (sm_90 host):
     python3 scripts/profile_sm90.py --trace         # the consumer warps' phase timeline (SM90_TRACE build)
     python3 scripts/profile_sm90.py --trace --shape 32:32:1024:128   # ... and the cost of each tile change
     python3 scripts/profile_sm90.py --shape 2:32:8192:64 --cta-k 64 --trace   # the three-consumer geometry
-    python3 scripts/profile_sm90.py --consumers 3 --stages 3 --define SM90_SHARED_S=1 --trace   # an experiment's geometry
+    python3 scripts/profile_sm90.py --shape 2:32:8192:64 --consumers 2 --stages 6 --trace   # a geometry not the preset
 """
 
 from __future__ import annotations
