@@ -41,6 +41,7 @@ def measure(iters: int = 2000) -> list[dict]:
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     fn = load_function("microbench_softmax_beside.cu", "bench_sm90_softmax_beside", arch="sm_90a")
+
     def run(beside: int, softmax_off: bool) -> tuple[float, float]:  # (cycles of warpgroup 0, batches per kcycle)
         cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
         batches = torch.zeros(sms, dtype=torch.int32, device="cuda")

@@ -13,9 +13,10 @@ attention kernel runs 2 consumer warps per scheduler; its traced softmax phase
 
 kernels/microbench_softmax_beside.cu (sm_90a) runs the same step on one warpgroup while a
 second warpgroup runs back-to-back tensor-core batches (Q.K^T, P.V, both as the attention
-kernel issues them, with and without the fold) or the fold alone. Printed per kind: the
-softmax step's cycles, their ratio to the step with nothing beside it, and the tensor-core
-batches the other warpgroup completed per 1,000 cycles.
+kernel issues them, with and without the fold), the fold alone, or two variations of a batch
+(sagelib.softmax_beside.KINDS). Printed per kind: the softmax step's cycles, their ratio to the
+step with nothing beside it, and the batches the other warpgroup completed per 1,000 cycles,
+beside the softmax and with the softmax warpgroup asleep.
 """
 
 from __future__ import annotations
