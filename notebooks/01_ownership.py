@@ -460,12 +460,14 @@ chart_block_phases("sm90-three-consumers-d128-shared-scores-traces",
 # now with `measure` on an sm_90 GPU; otherwise the newest recording.
 
 # %%
-beside_runs, beside_note = None, None
 if measure and ops_sm90.unavailable_reason() is None:
-    beside_runs, beside_note = [softmax_beside.measure()], "measured now"
+    import torch
+
+    beside_runs, beside_note, beside_gpu = [softmax_beside.measure()], "measured now", torch.cuda.get_device_name()
 else:
-    beside_runs, _, beside_path = softmax_beside.latest_recording()
+    beside_runs, beside_doc, beside_path = softmax_beside.latest_recording()
     beside_note = f"recorded: `{beside_path.name}`" if beside_path else None
+    beside_gpu = beside_doc["device"].splitlines()[-1].split(",")[0] if beside_doc else None
 if beside_runs:
     results.add("softmax step beside another warpgroup's work",
                 [{"run": i + 1, **row} for i, rows in enumerate(beside_runs) for row in rows])
@@ -474,15 +476,16 @@ if beside_runs:
     fig = plots.grouped_bars(kinds, {f"run {i + 1}": [r["cycles_per_step"] for r in rows]
                                      for i, rows in enumerate(beside_runs)},
                              ylabel="cycles per softmax step (64 x 128)",
-                             title="One warpgroup's softmax step beside another warpgroup's work (H200)")
-    traced, traced_path = block_phases.load("sm90-three-consumers-d128-shared-scores-traces")
+                             title=f"One warpgroup's softmax step beside another warpgroup's work ({beside_gpu})")
+    traced, _ = block_phases.load("sm90-three-consumers-d128-shared-scores-traces")
     if traced:
         in_kernel = block_phases.period_parts(traced, "trace_preset", 0)["softmax"]
         fig.axes[0].axhline(in_kernel, linestyle="--", color="black", linewidth=1)
         fig.axes[0].text(-0.4, in_kernel, f" in the kernel, traced ({in_kernel:.0f})", va="bottom", fontsize=8)
     results.figure(fig, "softmax_beside")
 else:
-    display(Markdown("No sm_90 GPU here and no recording (`data/results/*-softmax-beside.json`) to show."))
+    display(Markdown("Nothing measured here (`measure` off, or no sm_90 GPU) and no recording "
+                     "(`data/results/*-softmax-beside.json`) to show."))
 
 # %% [markdown]
 # The other side of the same runs: how long each batch kind takes on the tensor cores, alone (the
@@ -500,7 +503,8 @@ if beside_runs and "batches_per_kcycle_alone" in beside_runs[0][0]:
     results.add("tensor-core batch cycles, alone and beside the softmax", batch_cycles)
     columns = ("at the wgmma rate", "alone", "beside the softmax")
     fig = plots.grouped_bars([r["kind"] for r in batch_cycles], {k: [r[k] for r in batch_cycles] for k in columns},
-                             ylabel="cycles per batch", title="One warpgroup's wgmma batches: cycles each (H200)")
+                             ylabel="cycles per batch",
+                             title=f"One warpgroup's wgmma batches: cycles each ({beside_gpu})")
     results.figure(fig, "batch_cycles")
 else:
     display(Markdown("The recording shown has no batch rates alone (schema /1): nothing to draw here."))
