@@ -77,3 +77,27 @@ def latest_recording(directory=None):
     if document.get("schema") not in READS:
         raise ValueError(f"{path}: expected schema {' or '.join(map(repr, READS))}, got {document.get('schema')!r}")
     return document["runs"], document, path
+
+
+#: The kind whose softmax step is what a ping-pong consumer's softmax runs beside: the other
+#: consumer's batch (P.V with the next Q.K^T), then its fold.
+PINGPONG_KIND = "P.V + Q.K^T batches, then the fold"
+
+
+def pingpong_projection(rows: list[dict], hw, head_dim: int = 128, target_tops: float = 1000.0) -> dict:
+    """The head_dim-128 ping-pong kernel's period read off the microbenchmark, as a projection: two
+    consumers' softmax steps one after the other, each beside the other's batch and fold, so the
+    period of two 64 x 128 blocks is twice the :data:`PINGPONG_KIND` step. ``hw`` gives the SM count
+    and clock (:class:`sagelib.ownership.Hardware`). Also the step time a kernel-only ``target_tops``
+    would need at that period, and its ratio to the step alone."""
+    step = {r["kind"]: r["cycles_per_step"] for r in rows}
+    if PINGPONG_KIND not in step or "nothing" not in step:
+        raise ValueError(f"rows: expected the kinds 'nothing' and {PINGPONG_KIND!r}, got {sorted(step)}")
+    ops = 2 * 64 * 128 * head_dim * 4  # two warpgroups' 64 x 128 blocks; Q.K^T and P.V, 2 ops per multiply-add
+    per_second = hw.per_second(1.0)  # SM clocks per second, all SMs
+    period = 2 * step[PINGPONG_KIND]
+    needed_step = ops * per_second / (target_tops * 1e12) / 2
+    return {"softmax step alone": step["nothing"], "softmax step beside batch and fold": step[PINGPONG_KIND],
+            "period (2 steps)": period, "projected kernel-only TOPS": ops / period * per_second / 1e12,
+            f"step for {target_tops:.0f} TOPS": needed_step,
+            f"step for {target_tops:.0f} TOPS / alone": needed_step / step["nothing"]}

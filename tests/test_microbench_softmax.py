@@ -41,3 +41,26 @@ def test_beside_rows_count_the_other_warpgroups_batches():
     assert all(r["batches_per_kcycle"] > 0 for r in rows[1:])  # every other kind ran beside the softmax
     assert all(r["batches_per_kcycle_alone"] > 0 for r in rows[1:])  # ... and with it asleep
     assert all(r["cycles_per_step"] > 0 for r in rows) and rows[0]["over_alone"] == 1.0
+
+
+def test_pingpong_projection_is_two_steps_beside_batch_and_fold():
+    import dataclasses
+
+    from sagelib import ownership
+
+    hw = dataclasses.replace(ownership.H200, sms=100, clock_ghz=1.0)  # 1e11 SM clocks per second
+    rows = [{"kind": "nothing", "cycles_per_step": 800.0},
+            {"kind": softmax_beside.PINGPONG_KIND, "cycles_per_step": 1000.0}]
+    p = softmax_beside.pingpong_projection(rows, hw, target_tops=1000.0)
+    ops = 2 * 64 * 128 * 128 * 4  # two 64 x 128 blocks at head_dim 128, Q.K^T and P.V
+    assert p["period (2 steps)"] == 2000.0
+    assert p["projected kernel-only TOPS"] == pytest.approx(ops / 2000 * 1e11 / 1e12)  # 419.4
+    assert p["step for 1000 TOPS"] == pytest.approx(ops * 1e11 / 1e15 / 2)  # the step that halves the period's cost
+    assert p["step for 1000 TOPS / alone"] == pytest.approx(p["step for 1000 TOPS"] / 800.0)
+
+
+def test_pingpong_projection_names_the_kinds_it_needs():
+    from sagelib import ownership
+
+    with pytest.raises(ValueError, match="expected the kinds 'nothing' and 'P.V \\+ Q.K\\^T batches, then the fold'"):
+        softmax_beside.pingpong_projection([{"kind": "nothing", "cycles_per_step": 800.0}], ownership.H200)
