@@ -156,7 +156,8 @@ def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
     return [record for record in document.get("records", [])
             if (record["backend"], record["mode"]) == (backend, "kernel_only") and record["causal"] in causal
             and record.get("error") is None
-            and (record["shape"]["batch"], record["shape"]["heads"], record["shape"]["seq_q"]) == (batch, heads, n_tokens)
+            and (record["shape"]["batch"], record["shape"]["heads"], record["shape"]["seq_q"])
+            == (batch, heads, n_tokens)
             and record["shape"]["head_dim"] in head_dims]
 
 
@@ -279,14 +280,15 @@ d64_doc, d64_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90
 d64_rows = []
 if d64_doc is not None:
     two_consumers = {r["shape"]: r for r in d64_doc["rows"] if "former default" in r["variant"]}
-    d64_rows = [{"shape": r["shape"], "ring stages": r["stages"], "two consumers (TOPS)": two_consumers[r["shape"]]["tops"],
-                 "three consumers (TOPS)": r["tops"], "three / two": r["tops"] / two_consumers[r["shape"]]["tops"],
-                 "same bits": r["bit_identical_to_default"]}
+    d64_rows = [{"shape": r["shape"], "ring stages": r["stages"],
+                 "two consumers (TOPS)": two_consumers[r["shape"]]["tops"], "three consumers (TOPS)": r["tops"],
+                 "three / two": r["tops"] / two_consumers[r["shape"]]["tops"], "same bits": r["bit_identical_to_default"]}
                 for r in d64_doc["rows"] if r["variant"] == "three consumers, 6 stages"]
 results.add("three consumers at head_dim 64 (recorded)", d64_rows)
 if d64_rows:
     show_recorded_pair(d64_doc, d64_path, d64_rows, ("two consumers (TOPS)", "three consumers (TOPS)"),
-                       "Head_dim 64 on the sm90 preset's 128-key step: two against three consumers", "three_consumers_d64")
+                       "Head_dim 64 on the sm90 preset's 128-key step: two against three consumers",
+                       "three_consumers_d64")
 else:
     display(Markdown("No recording `data/results/*-sm90-sweep-d64-three-consumers.json` to show."))
 
@@ -373,7 +375,8 @@ if sweep_ratios:  # first one row per recorded sweep (its best variant), then ev
     results.figure(fig, "schedule_experiments")
     void = [r for r in sweep_ratios if not r.same_output]
     for r in void:
-        display(Markdown(f"- left out: `{r.experiment}` / `{r.variant}` at {r.shape}: its output disagreed with the baseline's"))
+        display(Markdown(f"- left out: `{r.experiment}` / `{r.variant}` at {r.shape}: "
+                         "its output disagreed with the baseline's"))
 else:
     display(Markdown("No recorded sweeps (`data/results/*-sm90-sweep*.json`) to show."))
 
