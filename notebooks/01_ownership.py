@@ -282,7 +282,8 @@ if d64_doc is not None:
     two_consumers = {r["shape"]: r for r in d64_doc["rows"] if "former default" in r["variant"]}
     d64_rows = [{"shape": r["shape"], "ring stages": r["stages"],
                  "two consumers (TOPS)": two_consumers[r["shape"]]["tops"], "three consumers (TOPS)": r["tops"],
-                 "three / two": r["tops"] / two_consumers[r["shape"]]["tops"], "same bits": r["bit_identical_to_default"]}
+                 "three / two": r["tops"] / two_consumers[r["shape"]]["tops"],
+                 "same bits": r["bit_identical_to_default"]}
                 for r in d64_doc["rows"] if r["variant"] == "three consumers, 6 stages"]
 results.add("three consumers at head_dim 64 (recorded)", d64_rows)
 if d64_rows:
