@@ -44,22 +44,25 @@ struct BesideSmem {
   int done;
 };
 
-// Warpgroup 0: the softmax steps, timed between barriers of its own 128 threads.
-SAGE_DEVICE void timed_softmax_steps(int iters, unsigned long long *cycles, float *sink) {
-  asm volatile("bar.sync 1, 128;" ::: "memory");
+// The softmax warpgroups (`threads` of them: 128 or 256) meet at named barrier 1.
+SAGE_DEVICE void softmax_barrier(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); }
+
+// Warpgroups 0 .. threads / 128 - 1: the softmax steps, timed between barriers of their own threads.
+SAGE_DEVICE void timed_softmax_steps(int iters, unsigned long long *cycles, float *sink, int threads) {
+  softmax_barrier(threads);
   const unsigned long long start = clock64();
   const float kept = sm90_softmax_steps(iters);
-  asm volatile("bar.sync 1, 128;" ::: "memory");
+  softmax_barrier(threads);
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
   sink[blockIdx.x * blockDim.x + threadIdx.x] = kept;
 }
 
-// Warpgroup 0 with `softmax_off`: asleep for as long as `iters` lone steps take, timed the same way.
-SAGE_DEVICE void timed_sleep(int iters, unsigned long long *cycles) {
-  asm volatile("bar.sync 1, 128;" ::: "memory");
+// The same warpgroups with `softmax_off`: asleep for as long as `iters` lone steps take, timed the same way.
+SAGE_DEVICE void timed_sleep(int iters, unsigned long long *cycles, int threads) {
+  softmax_barrier(threads);
   const unsigned long long start = clock64(), end = start + (unsigned long long)iters * SOFTMAX_STEP_ALONE;
   while (clock64() < end) __nanosleep(500);
-  asm volatile("bar.sync 1, 128;" ::: "memory");
+  softmax_barrier(threads);
   if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - start;
 }
 
@@ -178,9 +181,11 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
   return batches;
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-    bench_sm90_softmax_beside(int iters, int beside, int softmax_off, unsigned long long *cycles, int *batches,
-                              float *sink) {
+// The CTA: SOFTMAX_WARPGROUPS warpgroups of softmax steps, then one warpgroup of batches of kind `beside`.
+template <int SOFTMAX_WARPGROUPS>
+SAGE_DEVICE void softmax_beside(int iters, int beside, int softmax_off, unsigned long long *cycles, int *batches,
+                                float *sink) {
+  constexpr int SOFTMAX_THREADS = 128 * SOFTMAX_WARPGROUPS;
   __shared__ BesideSmem smem;
   u8 *bytes = reinterpret_cast<u8 *>(&smem);
   const int tiles = static_cast<int>(reinterpret_cast<u8 *>(&smem.done) - bytes);  // q, k and vt
@@ -188,23 +193,45 @@ extern "C" __global__ void __launch_bounds__(256, 1)
   if (threadIdx.x == 0) smem.done = 0;
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
-  if (threadIdx.x < 128) {
-    if (softmax_off) timed_sleep(iters, cycles);
-    else timed_softmax_steps(iters, cycles, sink);
+  if (threadIdx.x < SOFTMAX_THREADS) {
+    if (softmax_off) timed_sleep(iters, cycles, SOFTMAX_THREADS);
+    else timed_softmax_steps(iters, cycles, sink, SOFTMAX_THREADS);
     if (threadIdx.x == 0) *reinterpret_cast<volatile int *>(&smem.done) = 1;
   } else if (beside != BESIDE_NOTHING) {
     int n = 0;
-    switch (beside) {
-      case BESIDE_QK: n = tensor_batches<BESIDE_QK>(smem, sink); break;
-      case BESIDE_PV: n = tensor_batches<BESIDE_PV>(smem, sink); break;
-      case BESIDE_BATCH: n = tensor_batches<BESIDE_BATCH>(smem, sink); break;
-      case BESIDE_BATCH_FOLD: n = tensor_batches<BESIDE_BATCH_FOLD>(smem, sink); break;
-      case BESIDE_BATCH_D64: n = tensor_batches<BESIDE_BATCH_D64>(smem, sink); break;
-      case BESIDE_QK_FRESH: n = tensor_batches<BESIDE_QK_FRESH>(smem, sink); break;
-      case BESIDE_PV_SHARED: n = tensor_batches<BESIDE_PV_SHARED>(smem, sink); break;
-      default: n = tensor_batches<BESIDE_FOLD>(smem, sink); break;
+    if constexpr (SOFTMAX_WARPGROUPS == 1) {
+      switch (beside) {
+        case BESIDE_QK: n = tensor_batches<BESIDE_QK>(smem, sink); break;
+        case BESIDE_PV: n = tensor_batches<BESIDE_PV>(smem, sink); break;
+        case BESIDE_BATCH: n = tensor_batches<BESIDE_BATCH>(smem, sink); break;
+        case BESIDE_BATCH_FOLD: n = tensor_batches<BESIDE_BATCH_FOLD>(smem, sink); break;
+        case BESIDE_BATCH_D64: n = tensor_batches<BESIDE_BATCH_D64>(smem, sink); break;
+        case BESIDE_QK_FRESH: n = tensor_batches<BESIDE_QK_FRESH>(smem, sink); break;
+        case BESIDE_PV_SHARED: n = tensor_batches<BESIDE_PV_SHARED>(smem, sink); break;
+        default: n = tensor_batches<BESIDE_FOLD>(smem, sink); break;
+      }
+    } else {  // 168 registers a thread at 384 threads: the kinds without the fold's 64 O registers
+      switch (beside) {
+        case BESIDE_BATCH: n = tensor_batches<BESIDE_BATCH>(smem, sink); break;
+        default: n = tensor_batches<BESIDE_BATCH_D64>(smem, sink); break;
+      }
     }
-    if (threadIdx.x == 128) batches[blockIdx.x] = n;
+    if (threadIdx.x == SOFTMAX_THREADS) batches[blockIdx.x] = n;
   }
   __syncthreads();
+}
+
+// One softmax warpgroup (one warp per scheduler) beside one of batches: 256 threads.
+extern "C" __global__ void __launch_bounds__(256, 1)
+    bench_sm90_softmax_beside(int iters, int beside, int softmax_off, unsigned long long *cycles, int *batches,
+                              float *sink) {
+  softmax_beside<1>(iters, beside, softmax_off, cycles, batches, sink);
+}
+
+// Two softmax warpgroups side by side (two warps per scheduler) beside one of batches: 384 threads;
+// `beside` is BESIDE_NOTHING, BESIDE_BATCH or BESIDE_BATCH_D64.
+extern "C" __global__ void __launch_bounds__(384, 1)
+    bench_sm90_two_softmaxes_beside(int iters, int beside, int softmax_off, unsigned long long *cycles, int *batches,
+                                    float *sink) {
+  softmax_beside<2>(iters, beside, softmax_off, cycles, batches, sink);
 }

@@ -18,6 +18,8 @@ import statistics
 KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
          "the fold alone", "D64 P.V + Q.K^T batches", "Q.K^T batches, fresh accumulators",
          "P.V batches, P from shared")
+#: The kinds the two-softmax kernel builds (its batch warpgroup has 168 registers: no fold kinds).
+TWO_SOFTMAX_KINDS = ("nothing", "P.V + Q.K^T batches", "D64 P.V + Q.K^T batches")
 _N128_STEP = 2 * 64 * 128 * 32  # 8-bit operations of one m64n128k32
 #: Each tensor-core kind's 8-bit operations per batch.
 TENSOR_OPS = {"Q.K^T batches": 4 * _N128_STEP, "P.V batches": 4 * _N128_STEP, "P.V + Q.K^T batches": 8 * _N128_STEP,
@@ -28,33 +30,41 @@ READS = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2", SCHEMA)
 STEM = "softmax-beside"
 
 
-def measure(iters: int = 2000) -> list[dict]:
+def measure(iters: int = 2000, softmax_warpgroups: int = 1) -> list[dict]:
     """One row per kind (sm_90 GPU): the step's median cycles over the SMs, their ratio to the step
     with nothing beside it, the other warpgroup's completed batches per 1,000 cycles, and the same
-    rate with the softmax warpgroup asleep instead (``batches_per_kcycle_alone``)."""
+    rate with the softmax warpgroup asleep instead (``batches_per_kcycle_alone``). With
+    ``softmax_warpgroups`` 2, two softmax warpgroups run side by side (two warps per scheduler; a
+    step is then both warpgroups' steps, together) beside the kinds of :data:`TWO_SOFTMAX_KINDS`."""
     if not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters: expected an int of at least 1 softmax step, got {iters!r}")
+    if softmax_warpgroups not in (1, 2):
+        raise ValueError(f"softmax_warpgroups: expected 1 or 2, got {softmax_warpgroups!r}")
     import torch
 
     from sagelib.cuda.build import load_function
     from sagelib.cuda.launch import I32, launch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    fn = load_function("microbench_softmax_beside.cu", "bench_sm90_softmax_beside", arch="sm_90a")
+    name = "bench_sm90_softmax_beside" if softmax_warpgroups == 1 else "bench_sm90_two_softmaxes_beside"
+    fn = load_function("microbench_softmax_beside.cu", name, arch="sm_90a")
+    threads = 128 * (softmax_warpgroups + 1)
 
     def run(beside: int, softmax_off: bool) -> tuple[float, float]:  # (cycles of warpgroup 0, batches per kcycle)
         cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
         batches = torch.zeros(sms, dtype=torch.int32, device="cuda")
-        sink = torch.empty(sms * 256, dtype=torch.float32, device="cuda")
+        sink = torch.empty(sms * threads, dtype=torch.float32, device="cuda")
         for n in (10, iters):  # the first launch warms up (and builds)
-            launch(fn, (sms, 1, 1), (256, 1, 1), (I32(n), I32(beside), I32(softmax_off), cycles, batches, sink),
-                   name="bench_sm90_softmax_beside")
+            launch(fn, (sms, 1, 1), (threads, 1, 1), (I32(n), I32(beside), I32(softmax_off), cycles, batches, sink),
+                   name=name)
         torch.cuda.synchronize()
         total = statistics.median(cycles.tolist())
         return total, 1000 * statistics.median(batches.tolist()) / total
 
     rows = []
     for beside, kind in enumerate(KINDS):
+        if softmax_warpgroups == 2 and kind not in TWO_SOFTMAX_KINDS:
+            continue
         total, rate = run(beside, False)
         rows.append(dict(beside=beside, kind=kind, cycles_per_step=total / iters, batches_per_kcycle=rate,
                          batches_per_kcycle_alone=run(beside, True)[1] if beside else 0.0))

@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, default=2000)
     parser.add_argument("--beside", action="store_true", help="the step beside another warpgroup's work (sm_90)")
     parser.add_argument("--out", type=Path, default=None, help="with --beside: also write the rows as JSON")
+    parser.add_argument("--softmax-warpgroups", type=int, default=1, choices=(1, 2),
+                        help="with --beside: softmax warpgroups side by side (2: two warps per scheduler)")
     args = parser.parse_args(argv)
     if args.iters < 1:
         parser.error(f"--iters: expected at least 1 step, got {args.iters}")
@@ -60,11 +62,13 @@ def main(argv=None) -> int:
         if reason:
             print(f"--beside {reason}: nothing measured", file=sys.stderr)
             return 2
-        rows = softmax_beside.measure(args.iters)
+        rows = softmax_beside.measure(args.iters, args.softmax_warpgroups)
         print_beside(rows)
         if args.out:
-            command = f"python3 scripts/microbench_softmax.py --beside --iters {args.iters}"
+            command = (f"python3 scripts/microbench_softmax.py --beside --iters {args.iters} "
+                       f"--softmax-warpgroups {args.softmax_warpgroups}")
             args.out.write_text(json.dumps({"schema": softmax_beside.SCHEMA, "command": command,
+                                            "softmax_warpgroups": args.softmax_warpgroups,
                                             "gpu": torch.cuda.get_device_name(0), "runs": [rows]}, indent=1) + "\n")
         return 0
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -64,3 +64,19 @@ def test_pingpong_projection_names_the_kinds_it_needs():
 
     with pytest.raises(ValueError, match="expected the kinds 'nothing' and 'P.V \\+ Q.K\\^T batches, then the fold'"):
         softmax_beside.pingpong_projection([{"kind": "nothing", "cycles_per_step": 800.0}], ownership.H200)
+
+
+@pytest.mark.parametrize("warpgroups", [0, 3, "2"])
+def test_measure_refuses_other_softmax_warpgroup_counts(warpgroups):
+    with pytest.raises(ValueError, match="softmax_warpgroups: expected 1 or 2"):
+        softmax_beside.measure(10, warpgroups)
+
+
+@pytest.mark.gpu
+def test_two_softmax_warpgroups_beside_the_batches():
+    reason = ops_sm90.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    rows = softmax_beside.measure(iters=50, softmax_warpgroups=2)
+    assert [r["kind"] for r in rows] == list(softmax_beside.TWO_SOFTMAX_KINDS)
+    assert rows[0]["batches_per_kcycle"] == 0 and all(r["batches_per_kcycle"] > 0 for r in rows[1:])

@@ -47,7 +47,7 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     # the Hopper kernel's softmax step alone (scripts/microbench_softmax.py)
     "microbench_softmax.cu": ("bench_sm90_softmax",),
     # ... and beside another warpgroup's wgmma batches and fold (scripts/microbench_softmax.py --beside)
-    "microbench_softmax_beside.cu": ("bench_sm90_softmax_beside",),
+    "microbench_softmax_beside.cu": ("bench_sm90_softmax_beside", "bench_sm90_two_softmaxes_beside"),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
     "attn_sm90.cu": tuple(attn_sm90(d, stages, c, keys) for (d, c, keys), stages in SM90_STAGES.items()),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
