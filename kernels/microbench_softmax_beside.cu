@@ -23,6 +23,7 @@
 // `softmax_off`, warpgroup 0 sleeps for as long as its steps would take instead (iters x 820
 // cycles), which gives each batch kind's rate with nothing beside it.
 // Targets: sm_90a only (wgmma).
+#include "hopper/warpgroup_regs.cuh"
 #include "hopper/wgmma.cuh"
 #include "microbench_softmax_step.cuh"
 
@@ -194,10 +195,14 @@ SAGE_DEVICE void softmax_beside(int iters, int beside, int softmax_off, unsigned
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (threadIdx.x < SOFTMAX_THREADS) {
+    // two softmax warpgroups give registers to the batch warpgroup: at 168 each, ptxas would serialise its
+    // wgmma (C7512); the pool of 168 x 384 holds 2 x 128 x 128 + 128 x 240
+    if constexpr (SOFTMAX_WARPGROUPS == 2) warpgroup_regs_release<128>();
     if (softmax_off) timed_sleep(iters, cycles, SOFTMAX_THREADS);
     else timed_softmax_steps(iters, cycles, sink, SOFTMAX_THREADS);
     if (threadIdx.x == 0) *reinterpret_cast<volatile int *>(&smem.done) = 1;
   } else if (beside != BESIDE_NOTHING) {
+    if constexpr (SOFTMAX_WARPGROUPS == 2) warpgroup_regs_claim<240>();
     int n = 0;
     if constexpr (SOFTMAX_WARPGROUPS == 1) {
       switch (beside) {
