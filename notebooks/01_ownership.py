@@ -532,12 +532,36 @@ if beside_runs:
     display(plots.table([{"quantity": k, "value": v} for k, v in pingpong.items()]))
 
 # %% [markdown]
+# ### The other structure: two softmaxes side by side (recorded)
+# Instead of taking turns, both consumers could run their softmaxes together (two warps per
+# scheduler) while the tensor cores run their batches, each consumer's next Q.K^T in flight during
+# its own softmax (FlashAttention-3's in-warpgroup overlap). `--softmax-warpgroups 2` times two
+# softmax warpgroups side by side beside a batch stream (record sm90-two-softmaxes-beside-tensor-work).
+# The projection below takes that step as the period with every batch hidden and nothing else on the
+# chain (no fold, no waits): an upper bound. The structure needs a second 64-register score buffer,
+# which does not fit beside O, S, the inner accumulator and P at head_dim 128 (272 registers of 240).
+
+# %%
+two_runs, two_doc, two_path = softmax_beside.latest_recording(stem=softmax_beside.TWO_SOFTMAX_STEM)
+if two_runs:
+    display(Markdown(f"Recorded: `{two_path.name}`; cycles per step of both warpgroups together."))
+    display(plots.table([{"run": i + 1, **row} for i, rows in enumerate(two_runs) for row in rows]))
+    side_by_side = softmax_beside.side_by_side_projection(two_runs[0], measured_hw)
+    results.add("two softmaxes side by side (recorded) and the upper bound they give (projection)", side_by_side)
+    display(plots.table([{"quantity": k, "value": v} for k, v in side_by_side.items()]))
+else:
+    display(Markdown("No recording (`data/results/*-two-softmaxes-beside.json`) to show."))
+
+# %% [markdown]
 # Beside the kernel's batch (P.V with the next Q.K^T) the step takes ~1.37x its lone time, and
 # ~1.53x when the fold follows each batch; that is the traced in-kernel softmax. In ping-pong
 # each warpgroup's softmax runs beside the other's batch and fold, so the D=128 period is two such
 # softmaxes (~2 x 1,170 cycles): the 1000-TOPS target needs ~1,930. A schedule that keeps the
 # softmax away from the tensor cores pays the batches on its chain instead, which is what the
-# recorded sweeps above found each time work moved.
+# recorded sweeps above found each time work moved. Two softmaxes side by side beside the batches
+# (~1,790 cycles for both) would leave room for ~1.3x over ping-pong before the fold's share: the
+# next structure has to find the 64 registers per consumer that it needs (for example with O kept in
+# shared memory and folded there).
 
 # %% [markdown]
 # ## Who owns the grid: the tile scheduler (model)

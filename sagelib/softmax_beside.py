@@ -28,6 +28,7 @@ TENSOR_OPS = {"Q.K^T batches": 4 * _N128_STEP, "P.V batches": 4 * _N128_STEP, "P
 SCHEMA = "sagelib.softmax-beside/3"  #: /1 had neither the D64 kind nor the rates alone, /2 not the last two kinds
 READS = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2", SCHEMA)
 STEM = "softmax-beside"
+TWO_SOFTMAX_STEM = "two-softmaxes-beside"  #: recordings of measure(softmax_warpgroups=2)
 
 
 def measure(iters: int = 2000, softmax_warpgroups: int = 1) -> list[dict]:
@@ -73,14 +74,15 @@ def measure(iters: int = 2000, softmax_warpgroups: int = 1) -> list[dict]:
     return rows
 
 
-def latest_recording(directory=None):
-    """(runs, document, path) of the newest ``*-softmax-beside.json`` in ``directory`` (default
-    data/results), or (None, None, None): runs is a list of row lists as :func:`measure` returns them."""
+def latest_recording(directory=None, stem: str = STEM):
+    """(runs, document, path) of the newest ``*-{stem}.json`` in ``directory`` (default data/results),
+    or (None, None, None): runs is a list of row lists as :func:`measure` returns them; ``stem``
+    :data:`TWO_SOFTMAX_STEM` for the two-softmax recordings."""
     import json
 
     from sagelib import bench_records
 
-    path = bench_records.newest_file(STEM, ".json", directory or bench_records.RESULTS_DIR)
+    path = bench_records.newest_file(stem, ".json", directory or bench_records.RESULTS_DIR)
     if path is None:
         return None, None, None
     document = json.loads(path.read_text())
@@ -111,3 +113,18 @@ def pingpong_projection(rows: list[dict], hw, head_dim: int = 128, target_tops: 
             "period (2 steps)": period, "projected kernel-only TOPS": ops / period * per_second / 1e12,
             f"step for {target_tops:.0f} TOPS": needed_step,
             f"step for {target_tops:.0f} TOPS / alone": needed_step / step["nothing"]}
+
+
+def side_by_side_projection(rows: list[dict], hw, head_dim: int = 128) -> dict:
+    """An upper bound for a structure in which both consumers' softmaxes run side by side while the
+    tensor cores run their batches, from the two-softmax rows (``measure(softmax_warpgroups=2)``):
+    the period of two 64 x 128 blocks is the step of two softmaxes beside a batch stream of that head
+    dim, with every batch hidden and nothing else (no fold, no waits) on the chain."""
+    kind = "P.V + Q.K^T batches" if head_dim == 128 else "D64 P.V + Q.K^T batches"
+    step = {r["kind"]: r["cycles_per_step"] for r in rows}
+    if kind not in step or "nothing" not in step:
+        raise ValueError(f"rows: expected the two-softmax kinds 'nothing' and {kind!r}, got {sorted(step)}")
+    ops = 2 * 64 * 128 * head_dim * 4
+    return {"two softmax steps alone": step["nothing"], "two softmax steps beside the batches": step[kind],
+            "period (upper-bound structure)": step[kind],
+            "projected kernel-only TOPS (upper bound)": ops / step[kind] * hw.per_second(1.0) / 1e12}

@@ -80,3 +80,23 @@ def test_two_softmax_warpgroups_beside_the_batches():
     rows = softmax_beside.measure(iters=50, softmax_warpgroups=2)
     assert [r["kind"] for r in rows] == list(softmax_beside.TWO_SOFTMAX_KINDS)
     assert rows[0]["batches_per_kcycle"] == 0 and all(r["batches_per_kcycle"] > 0 for r in rows[1:])
+
+
+def test_side_by_side_projection_takes_the_two_softmax_step_as_the_period():
+    import dataclasses
+
+    from sagelib import ownership
+
+    hw = dataclasses.replace(ownership.H200, sms=100, clock_ghz=1.0)
+    rows = [{"kind": "nothing", "cycles_per_step": 1200.0}, {"kind": "P.V + Q.K^T batches", "cycles_per_step": 1600.0}]
+    p = softmax_beside.side_by_side_projection(rows, hw)
+    assert p["period (upper-bound structure)"] == 1600.0
+    assert p["projected kernel-only TOPS (upper bound)"] == pytest.approx(2 * 64 * 128 * 128 * 4 / 1600 * 1e11 / 1e12)
+    with pytest.raises(ValueError, match="expected the two-softmax kinds 'nothing' and 'D64 P.V"):
+        softmax_beside.side_by_side_projection(rows, hw, head_dim=64)
+
+
+def test_the_two_softmax_recording_reads_back():
+    runs, document, path = softmax_beside.latest_recording(stem=softmax_beside.TWO_SOFTMAX_STEM)
+    assert path is not None and document["softmax_warpgroups"] == 2
+    assert all([r["kind"] for r in rows] == list(softmax_beside.TWO_SOFTMAX_KINDS) for rows in runs)
