@@ -689,3 +689,10 @@ plots.table(review)
 # * At D=128 the tensor cores and exp2 need the same time (8192 ops and 16 exp2 per clock
 #   per SM, 4*128 ops per score): only a structure that overlaps them by construction can
 #   pass the serial bound. At D=64 exp2 alone bounds every structure near 1070 TOPS.
+# * The built ping-pong kernel's softmax runs ~1.45x its lone time because the other consumer's
+#   tensor-core batch and fold run beside it (the softmax-beside section): its period is two such
+#   softmaxes, which projects to ~876 TOPS kernel only, where it measures. Two softmaxes side by
+#   side beside the batches leave room for ~1,220 (an upper bound), but need each consumer's next
+#   Q.K^T in flight during its own softmax: a second S buffer. `o_in_smem_overlap` (proposed, not
+#   built) finds its registers by keeping O in shared memory (238 of 240 registers, 64 KB more
+#   shared memory); what folding through shared memory costs beside the softmaxes is the open question.

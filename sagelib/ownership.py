@@ -74,6 +74,7 @@ H200 = Hardware()
 
 #: P is produced from S fragment by fragment and reuses its registers; it is listed but not added.
 P_ALIASES_S = "P fragment (e4m3, packed; reuses S)"
+FOLD_CHUNK = 16  #: registers of O a thread holds at a time when O lives in shared memory (one 16-channel chunk)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,9 @@ class Architecture:
     #: inner accumulator of that many channels reused by each
     inner_channels: int | None = None
     kv_stages: int = 1
+    #: O (fp32) kept in shared memory and folded through it in chunks of FOLD_CHUNK registers, freeing
+    #: its registers for a second S buffer (proposed after log seq 95; not built)
+    o_in_shared_memory: bool = False
     consumer_reg_cap: int | None = None  #: setmaxnreg for consumers (None: no register split)
     producer_reg_cap: int | None = None
     overlap: str = "none"  #: how tensor and softmax work overlap: none, across_ctas, pingpong
@@ -113,7 +117,7 @@ class Architecture:
         per_thread = self.rows / self.group_threads
         inner_words = 1.0 if inner_accumulator == "fp32" else 0.5
         regs = {
-            "O accumulator (fp32)": per_thread * head_dim,
+            "O accumulator (fp32)": FOLD_CHUNK if self.o_in_shared_memory else per_thread * head_dim,
             f"inner P.V accumulator ({inner_accumulator})": per_thread * min(head_dim, self.inner_channels or head_dim)
                                                              * inner_words,
             "S fragment (int32 -> fp32)": per_thread * self.block_n * self.s_buffers,
@@ -133,11 +137,12 @@ class Architecture:
         return self.groups * self.group_threads + self.producer_threads
 
     def smem_bytes(self, head_dim: int) -> int:
-        """Q tile + K and V stages (8-bit) + scales."""
+        """Q tile + K and V stages (8-bit) + scales (+ O in fp32 when it lives in shared memory)."""
         q = self.groups * self.rows * head_dim
         kv = self.kv_stages * 2 * self.block_n * head_dim
         scales = 4 * (self.groups * self.rows + self.kv_stages * self.block_n)
-        return q + kv + scales
+        o = 4 * self.groups * self.rows * head_dim if self.o_in_shared_memory else 0
+        return q + kv + scales + o
 
 
 def _rows_per_thread(arch: Architecture) -> float:
@@ -304,6 +309,21 @@ CANDIDATES = (
         owners={"Q": "shared memory", "S": "two buffers per consumer (this block, next block)",
                 "P": "registers", "O": "each consumer warpgroup", "K/V stages": "the producer"},
         note="Needs a second S buffer: the register budget decides whether it fits beside two-level accumulation.",
+        conditions=_PINGPONG_CONDITIONS,
+    ),
+    Architecture(
+        key="o_in_smem_overlap",
+        name="Two consumers with O in shared memory and the next Q.K^T under each softmax (proposed, not built)",
+        mma="wgmma", group_threads=128, rows=64, groups=2, block_n=128, producer_threads=128, kv_stages=2,
+        s_buffers=2, o_in_shared_memory=True, consumer_reg_cap=240, producer_reg_cap=24, overlap="pingpong",
+        owners={"Q": "shared memory", "S": "two buffers per consumer (this block, next block)", "P": "registers",
+                "O": "shared memory (fp32), folded in 16-register chunks", "row state": "each consumer warpgroup",
+                "K/V stages": "the producer (TMA, mbarriers)"},
+        note="The structure log seq 95 points to: both consumers' softmaxes side by side (1,794 cycles for both "
+             "beside a D128 batch stream, against ~2 x 1,250 in turns) with each consumer's next Q.K^T in flight "
+             "during its own softmax. The second S buffer needs the 64 registers O holds; kept in shared memory "
+             "(64 KB for two consumers), O is read, scaled, added to and written back once per key block. "
+             "Projected, not measured: the fold's shared-memory traffic and its cost beside the softmaxes are open.",
         conditions=_PINGPONG_CONDITIONS,
     ),
     Architecture(

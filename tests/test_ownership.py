@@ -138,3 +138,14 @@ def test_a_microbenchmark_document_reads_back_as_the_rates_it_holds():
     assert [microbench.Rate(**{k: v for k, v in r.items() if k in fields}) for r in doc["rates"]] == rates
     hw = microbench.measured_hardware(rates)
     assert hw.mma_sync_pv_ops_per_clk == 2683.0 and hw.source["mma_sync_pv_ops_per_clk"].startswith("measured")
+
+
+def test_o_in_shared_memory_frees_the_registers_of_a_second_s_buffer_at_d128():
+    # 240 registers: O as one 16-register chunk + inner 64 + two S buffers 128 + row state 6 + overhead 24 = 238
+    arch = ownership.candidate("o_in_smem_overlap")
+    f = ownership.fit(arch, 128)
+    assert f.registers_needed == 238 and not f.spills and f.ctas_per_sm == 1
+    # shared memory gains O in fp32 for both consumers: 2 x 64 rows x 128 channels x 4 bytes
+    plain = replace(arch, o_in_shared_memory=False)
+    assert arch.smem_bytes(128) - plain.smem_bytes(128) == 2 * 64 * 128 * 4
+    assert ownership.fit(plain, 128).spills  # the same structure with O in registers is fa3_pingpong_overlap's
