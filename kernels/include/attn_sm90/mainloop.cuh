@@ -66,7 +66,15 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-#define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
+// O in shared memory (SM90_O_IN_SMEM=1, an experiment: notebook 01's o_in_smem_overlap, log seq 95-96):
+// each consumer thread keeps its O words in shared memory and folds every key block through them, which
+// frees the registers of a second S buffer at head_dim 128, so the two-buffer schedule below (the next
+// block's Q.K^T under this block's softmax, no turns: both consumers' softmaxes side by side) runs there.
+// The launch adds the O words to the dynamic shared memory (ops_sm90.shared_memory_bytes, o_in_smem).
+#ifndef SM90_O_IN_SMEM
+#define SM90_O_IN_SMEM 0
+#endif
+#define SM90_OVERLAP_QK(D) (((D) == 64 && SM90_D64_OVERLAP) || ((D) == 128 && SM90_O_IN_SMEM))
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
 // division, and with a second Q slot it takes the next tile (the slot wait, the decode, the
@@ -255,12 +263,52 @@ SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const fl
   for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], inner[i]);
 }
 
-// Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
+// O's words in shared memory (SM90_O_IN_SMEM): thread t of a consumer owns float4 q * 128 + t of its
+// consumer's [D / 8][128] block, so a warp's 32 lanes touch 512 consecutive bytes; registers 4q..4q+3
+// of the register layout (fold_block's) are float4 q.
+template <int D>
+struct SmemO {
+  float4 *at;  // this thread's float4 0
+  SAGE_DEVICE void zero() const {
+#pragma unroll
+    for (int q = 0; q < D / 8; ++q) at[q * 128] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  // O = O * alpha + inner, as fold_block (register i with alpha[(i / 2) % 2]).
+  SAGE_DEVICE void fold(const float (&alpha)[2], const float (&inner)[D / 2]) const {
+#pragma unroll
+    for (int q = 0; q < D / 8; ++q) {
+      float4 v = at[q * 128];
+      v.x = fmaf(v.x, alpha[0], inner[4 * q]);
+      v.y = fmaf(v.y, alpha[0], inner[4 * q + 1]);
+      v.z = fmaf(v.z, alpha[1], inner[4 * q + 2]);
+      v.w = fmaf(v.w, alpha[1], inner[4 * q + 3]);
+      at[q * 128] = v;
+    }
+  }
+  SAGE_DEVICE void load(float (&o)[D / 2]) const {
+#pragma unroll
+    for (int q = 0; q < D / 8; ++q) {
+      const float4 v = at[q * 128];
+      o[4 * q] = v.x, o[4 * q + 1] = v.y, o[4 * q + 2] = v.z, o[4 * q + 3] = v.w;
+    }
+  }
+};
+template <int D>
+SAGE_DEVICE void fold_into(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2]) {
+  fold_block<D>(o, alpha, inner);
+}
+template <int D>
+SAGE_DEVICE void fold_into(const SmemO<D> &o, const float (&alpha)[2], const float (&inner)[D / 2]) {
+  o.fold(alpha, inner);
+}
+
+// Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit beside O in registers;
+// with SM90_O_IN_SMEM=1 at both head dims): block j's
 // scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
 // the tensor cores work while the same warpgroup's exp2 does.
-template <int D, int STAGES, typename Smem, int S_REGS>
+template <int D, int STAGES, typename Smem, int S_REGS, typename OAccumulator>
 SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[S_REGS],
-                                          i32 (&next)[S_REGS], float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
+                                          i32 (&next)[S_REGS], OAccumulator &o, float (&m)[2], float (&l)[2]) {
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   const bool has_next = j + 1 < c.blocks;
@@ -281,7 +329,7 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   wgmma_wait<0>();
   wgmma_pin(inner);
   warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D>(o, alpha, inner);
+  fold_into<D>(o, alpha, inner);
 }
 
 // One S buffer (the default): block j's completed scores are in `s`; after the softmax,
@@ -405,7 +453,16 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
-      if constexpr (SM90_OVERLAP_QK(D)) {
+      if constexpr (SM90_O_IN_SMEM && D == 128) {
+        const SmemO<D> os{&smem.o_words[wg][0][t]};
+        os.zero();
+        i32 sb[G::S_REGS];
+        for (int j = 0; j < cur.blocks; j += 2) {
+          consume_block_overlapped(c, j, sa, sb, os, m, l);
+          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, os, m, l);
+        }
+        os.load(o);
+      } else if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
         for (int j = 0; j < cur.blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
