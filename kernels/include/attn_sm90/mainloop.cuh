@@ -332,6 +332,18 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   fold_into<D>(o, alpha, inner);
 }
 
+// Every block of a tile with two S buffers: `sa` holds block 0's scores in flight; O in registers
+// or its words in shared memory (SmemO).
+template <int D, int STAGES, typename Smem, int S_REGS, typename OAccumulator>
+SAGE_DEVICE void consume_blocks_overlapped(BlockContext<D, STAGES, Smem> &c, i32 (&sa)[S_REGS], OAccumulator &o,
+                                           float (&m)[2], float (&l)[2]) {
+  i32 sb[S_REGS];
+  for (int j = 0; j < c.blocks; j += 2) {
+    consume_block_overlapped(c, j, sa, sb, o, m, l);
+    if (j + 1 < c.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+  }
+}
+
 // One S buffer (the default): block j's completed scores are in `s`; after the softmax,
 // P.V of block j and Q.K^T of block j+1 go to the tensor cores back to back, and the other
 // consumer warpgroup's softmax runs meanwhile. A block step is two halves, so that the
@@ -453,20 +465,14 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
-      if constexpr (SM90_O_IN_SMEM && D == 128) {
-        const SmemO<D> os{&smem.o_words[wg][0][t]};
-        os.zero();
-        i32 sb[G::S_REGS];
-        for (int j = 0; j < cur.blocks; j += 2) {
-          consume_block_overlapped(c, j, sa, sb, os, m, l);
-          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, os, m, l);
-        }
-        os.load(o);
-      } else if constexpr (SM90_OVERLAP_QK(D)) {
-        i32 sb[G::S_REGS];
-        for (int j = 0; j < cur.blocks; j += 2) {
-          consume_block_overlapped(c, j, sa, sb, o, m, l);
-          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+      if constexpr (SM90_OVERLAP_QK(D)) {
+        if constexpr (SM90_O_IN_SMEM) {
+          const SmemO<D> os{&smem.o_words[wg][0][t]};
+          os.zero();
+          consume_blocks_overlapped(c, sa, os, m, l);
+          os.load(o);
+        } else {
+          consume_blocks_overlapped(c, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
