@@ -78,13 +78,14 @@ def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
               schedules: dict[str, tuple[str, ...]] = SCHEDULES) -> None:
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
-    from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for
+    from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for, o_in_smem
 
     for d in (64, 128):
         g = geometry_for(cta_k, d)
         for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
-            instance = instances.attn_sm90(d, check_stages(d, stages, g), g.consumers, g.block_keys)
+            ring = check_stages(d, stages, g, o_in_smem(tuple(options), d))  # as run_attention picks it
+            instance = instances.attn_sm90(d, ring, g.consumers, g.block_keys)
             built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
             print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")
 
