@@ -74,7 +74,8 @@
 #ifndef SM90_O_IN_SMEM
 #define SM90_O_IN_SMEM 0
 #endif
-#define SM90_OVERLAP_QK(D) (((D) == 64 && SM90_D64_OVERLAP) || ((D) == 128 && SM90_O_IN_SMEM))
+#define SM90_O_SMEM(D) ((D) == 128 && SM90_O_IN_SMEM)  // the launch adds O's words at head_dim 128 only
+#define SM90_OVERLAP_QK(D) (((D) == 64 && SM90_D64_OVERLAP) || SM90_O_SMEM(D))
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
 // division, and with a second Q slot it takes the next tile (the slot wait, the decode, the
@@ -466,7 +467,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
-        if constexpr (SM90_O_IN_SMEM) {
+        if constexpr (SM90_O_SMEM(D)) {
           const SmemO<D> os{&smem.o_words[wg][0][t]};
           os.zero();
           consume_blocks_overlapped(c, sa, os, m, l);
