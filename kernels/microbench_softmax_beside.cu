@@ -85,6 +85,27 @@ SAGE_DEVICE void wgmma_m64n128k32_s32_s8_s8_scale_d(i32 (&s)[64], u64 desc_q, u6
                : "l"(desc_q), "l"(desc_k), "r"(scale_d));
 }
 
+// Q.K^T's STEPS k32 steps into the fresh accumulator s (int8, both operands from shared memory).
+template <int STEPS>
+SAGE_DEVICE void qk_steps(i32 (&s)[64], u64 desc_q, u64 desc_k) {
+#pragma unroll
+  for (int kk = 0; kk < STEPS; ++kk) {
+    const u64 q_step = wgmma_desc_advance(desc_q, 32 * kk), k_step = wgmma_desc_advance(desc_k, 32 * kk);
+    if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
+    else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
+  }
+}
+
+// P.V's 4 k32 steps over D channels into the fresh accumulator inner (P from registers).
+template <int D>
+SAGE_DEVICE void pv_steps(float (&inner)[D / 2], const u32 (&p)[4][4], u64 desc_v) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if (k == 0) wgmma_pv_step<D, false>(inner, p[k], desc_v);
+    else wgmma_pv_step<D, true>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k));
+  }
+}
+
 // True in every thread of the calling warpgroup when `flag` is non-zero in any of them (named barrier 2
 // of 128 threads): the warpgroup leaves its loop together, since a wgmma needs all four warps.
 SAGE_DEVICE bool warpgroup_any(int flag) {
@@ -134,34 +155,11 @@ SAGE_DEVICE int tensor_batches(BesideSmem &smem, float *sink) {
       }
     }
     if constexpr (d64) {
-      float(&inner32)[32] = *reinterpret_cast<float(*)[32]>(inner);
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        if (k == 0) wgmma_m64n64k32_f32_e4m3_e4m3<false>(inner32, p[k], desc_v);
-        else wgmma_m64n64k32_f32_e4m3_e4m3<true>(inner32, p[k], wgmma_desc_advance(desc_v, 32 * k));
-      }
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const u64 q_step = wgmma_desc_advance(desc_q, 32 * kk), k_step = wgmma_desc_advance(desc_k, 32 * kk);
-        if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
-        else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
-      }
+      pv_steps<64>(*reinterpret_cast<float(*)[32]>(inner), p, desc_v);
+      qk_steps<2>(s, desc_q, desc_k);
     }
-    if constexpr (pv) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        if (k == 0) wgmma_m64n128k32_f32_e4m3_e4m3<false>(inner, p[k], desc_v);
-        else wgmma_m64n128k32_f32_e4m3_e4m3<true>(inner, p[k], wgmma_desc_advance(desc_v, 32 * k));
-      }
-    }
-    if constexpr (qk) {
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const u64 q_step = wgmma_desc_advance(desc_q, 32 * kk), k_step = wgmma_desc_advance(desc_k, 32 * kk);
-        if (kk == 0) wgmma_m64n128k32_s32_s8_s8<false>(s, q_step, k_step);
-        else wgmma_m64n128k32_s32_s8_s8<true>(s, q_step, k_step);
-      }
-    }
+    if constexpr (pv) pv_steps<128>(inner, p, desc_v);
+    if constexpr (qk) qk_steps<4>(s, desc_q, desc_k);
     if constexpr (pv || qk || d64 || other) {
       wgmma_commit();
       wgmma_wait<0>();
