@@ -96,21 +96,31 @@ def latest_recording(directory=None, stem: str = STEM):
 PINGPONG_KIND = "P.V + Q.K^T batches, then the fold"
 
 
+def _steps(rows: list[dict], kind: str, kinds_named: str) -> dict[str, float]:
+    """Cycles per step by kind, with 'nothing' and ``kind`` among them (else a ValueError naming ``kinds_named``)."""
+    step = {r["kind"]: r["cycles_per_step"] for r in rows}
+    if kind not in step or "nothing" not in step:
+        raise ValueError(f"rows: expected {kinds_named} 'nothing' and {kind!r}, got {sorted(step)}")
+    return step
+
+
+def _two_block_tops(period: float, head_dim: int, hw) -> float:
+    """Kernel-only TOPS of two warpgroups' 64 x 128 blocks (Q.K^T and P.V, 2 ops per multiply-add) per
+    ``period`` SM cycles on every SM of ``hw``."""
+    return 2 * 64 * 128 * head_dim * 4 / period * hw.per_second(1.0) / 1e12
+
+
 def pingpong_projection(rows: list[dict], hw, head_dim: int = 128, target_tops: float = 1000.0) -> dict:
     """The head_dim-128 ping-pong kernel's period read off the microbenchmark, as a projection: two
     consumers' softmax steps one after the other, each beside the other's batch and fold, so the
     period of two 64 x 128 blocks is twice the :data:`PINGPONG_KIND` step. ``hw`` gives the SM count
     and clock (:class:`sagelib.ownership.Hardware`). Also the step time a kernel-only ``target_tops``
     would need at that period, and its ratio to the step alone."""
-    step = {r["kind"]: r["cycles_per_step"] for r in rows}
-    if PINGPONG_KIND not in step or "nothing" not in step:
-        raise ValueError(f"rows: expected the kinds 'nothing' and {PINGPONG_KIND!r}, got {sorted(step)}")
-    ops = 2 * 64 * 128 * head_dim * 4  # two warpgroups' 64 x 128 blocks; Q.K^T and P.V, 2 ops per multiply-add
-    per_second = hw.per_second(1.0)  # SM clocks per second, all SMs
+    step = _steps(rows, PINGPONG_KIND, "the kinds")
     period = 2 * step[PINGPONG_KIND]
-    needed_step = ops * per_second / (target_tops * 1e12) / 2
+    needed_step = period * _two_block_tops(period, head_dim, hw) / target_tops / 2  # half the period of target_tops
     return {"softmax step alone": step["nothing"], "softmax step beside batch and fold": step[PINGPONG_KIND],
-            "period (2 steps)": period, "projected kernel-only TOPS": ops / period * per_second / 1e12,
+            "period (2 steps)": period, "projected kernel-only TOPS": _two_block_tops(period, head_dim, hw),
             f"step for {target_tops:.0f} TOPS": needed_step,
             f"step for {target_tops:.0f} TOPS / alone": needed_step / step["nothing"]}
 
@@ -121,10 +131,7 @@ def side_by_side_projection(rows: list[dict], hw, head_dim: int = 128) -> dict:
     the period of two 64 x 128 blocks is the step of two softmaxes beside a batch stream of that head
     dim, with every batch hidden and nothing else (no fold, no waits) on the chain."""
     kind = "P.V + Q.K^T batches" if head_dim == 128 else "D64 P.V + Q.K^T batches"
-    step = {r["kind"]: r["cycles_per_step"] for r in rows}
-    if kind not in step or "nothing" not in step:
-        raise ValueError(f"rows: expected the two-softmax kinds 'nothing' and {kind!r}, got {sorted(step)}")
-    ops = 2 * 64 * 128 * head_dim * 4
+    step = _steps(rows, kind, "the two-softmax kinds")
     return {"two softmax steps alone": step["nothing"], "two softmax steps beside the batches": step[kind],
             "period (upper-bound structure)": step[kind],
-            "projected kernel-only TOPS (upper bound)": ops / step[kind] * hw.per_second(1.0) / 1e12}
+            "projected kernel-only TOPS (upper bound)": _two_block_tops(step[kind], head_dim, hw)}
