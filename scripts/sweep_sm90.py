@@ -84,7 +84,7 @@ def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
         g = geometry_for(cta_k, d)
         for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
-            ring = check_stages(d, stages, g, o_in_smem(tuple(options), d))  # as run_attention picks it
+            ring = check_stages(d, stages, g, o_in_smem(tuple(options), d, g))  # as run_attention picks it
             instance = instances.attn_sm90(d, ring, g.consumers, g.block_keys)
             built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
             print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")

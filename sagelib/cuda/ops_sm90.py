@@ -109,9 +109,11 @@ def unavailable_reason() -> str | None:
 O_IN_SMEM_OPTION = "-DSM90_O_IN_SMEM=1"
 
 
-def o_in_smem(options: tuple[str, ...], head_dim: int) -> bool:
-    """Whether a build with ``options`` keeps O in shared memory (Sm90Smem's o_words) at ``head_dim``."""
-    return head_dim == 128 and O_IN_SMEM_OPTION in options
+def o_in_smem(options: tuple[str, ...], head_dim: int, geometry: Geometry | None = None) -> bool:
+    """Whether a build with ``options`` keeps O in shared memory (Sm90Smem's o_words) at ``head_dim`` in
+    ``geometry`` (None: the preset's): at head_dim 128 with two consumers only (mainloop.cuh SM90_O_SMEM)."""
+    geometry = geometry or geometry_for(None, head_dim)
+    return head_dim == 128 and geometry.consumers == 2 and O_IN_SMEM_OPTION in options
 
 
 def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None, o_words: bool = False) -> int:
@@ -199,7 +201,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
         raise ValueError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (ops_sm90.TRACE_SHAPE), "
                          f"got {trace.dtype} {tuple(trace.shape)}")
     options = (*environment_options(), *build_options)
-    o_words = o_in_smem(options, width)
+    o_words = o_in_smem(options, width, geometry)
     stages = check_stages(width, stages, geometry, o_words)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)

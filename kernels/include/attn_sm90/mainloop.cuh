@@ -74,9 +74,10 @@
 #ifndef SM90_O_IN_SMEM
 #define SM90_O_IN_SMEM 0
 #endif
-#define SM90_O_SMEM(D) ((D) == 128 && SM90_O_IN_SMEM)  // the launch adds O's words at head_dim 128 only
-#define SM90_OVERLAP_QK(D) (((D) == 64 && SM90_D64_OVERLAP) || SM90_O_SMEM(D))
-#define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
+// The launch adds O's words at head_dim 128 in the two-consumer geometry only (three would not fit).
+#define SM90_O_SMEM(D, G) ((D) == 128 && G::CONSUMERS == 2 && SM90_O_IN_SMEM)
+#define SM90_OVERLAP_QK(D, G) (((D) == 64 && SM90_D64_OVERLAP) || SM90_O_SMEM(D, G))
+#define SM90_PINGPONG(D, G) (!SM90_OVERLAP_QK(D, G) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
 // division, and with a second Q slot it takes the next tile (the slot wait, the decode, the
 // loads of its q and first k scale) before the current tile's epilogue, whose stores then
@@ -303,9 +304,8 @@ SAGE_DEVICE void fold_into(const SmemO<D> &o, const float (&alpha)[2], const flo
   o.fold(alpha, inner);
 }
 
-// Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit beside O in registers;
-// with SM90_O_IN_SMEM=1 at both head dims): block j's
-// scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
+// Two S buffers (-DSM90_D64_OVERLAP=1 at head_dim 64; at 128 they do not fit beside O in registers,
+// so only with SM90_O_IN_SMEM=1 in the two-consumer geometry): block j's scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
 // the tensor cores work while the same warpgroup's exp2 does.
 template <int D, int STAGES, typename Smem, int S_REGS, typename OAccumulator>
 SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[S_REGS],
@@ -357,13 +357,14 @@ SAGE_DEVICE void consume_blocks_overlapped(BlockContext<D, STAGES, Smem> &c, i32
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE int block_step_softmax(BlockContext<D, STAGES, Smem> &c, int j, const i32 (&s)[S_REGS], float (&m)[2],
                                    float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
+  using G = typename Smem::Geometry;
   c.trace.stamp(j, TRACE_START);
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   c.ring.advance();
-  if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
+  if (SM90_PINGPONG(D, G) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
-  if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
+  if (SM90_PINGPONG(D, G) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
   return stage;
 }
@@ -374,10 +375,11 @@ template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int stage, const float (&alpha)[2],
                                   const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2], bool has_next,
                                   const QOperand<D> &q) {
-  constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
+  using G = typename Smem::Geometry;
+  constexpr int PARTS = sm90_pv_parts<G, D>();
   float inner[D / 2 / PARTS];
   if (has_next) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
+  if (SM90_PINGPONG(D, G) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
   if (SM90_ABLATE_PV) {
 #pragma unroll
@@ -391,13 +393,13 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
     else wgmma_wait<0>();
     wgmma_pin(inner);
     fold_block<D, 2, 0>(o, alpha, inner);
-    if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * Smem::Geometry::BLOCK_KEYS);
+    if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * G::BLOCK_KEYS);
   }
   c.trace.stamp(j, TRACE_ISSUED);
-  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  if (SM90_PINGPONG(D, G) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
   c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  if (SM90_PINGPONG(D, G) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_pin(inner);
   wgmma_pin(s);
   warp_release(&c.smem.ring.empty[stage]);
@@ -432,7 +434,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   const PingPong<G::CONSUMERS> turns(wg);
-  if (SM90_PINGPONG(D)) turns.start(wg);
+  if (SM90_PINGPONG(D, G)) turns.start(wg);
   u64 *const trace_warp = wg < 2 ? trace_rows(a.trace, 4 * wg + warp) : nullptr;  // the buffer holds two warpgroups
   const TileTracer tile_trace = tile_tracer(trace_warp);
   // The producer hands over each tile (its index, its Q and channel scales) through the Q slots in turn.
@@ -466,8 +468,8 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
-      if constexpr (SM90_OVERLAP_QK(D)) {
-        if constexpr (SM90_O_SMEM(D)) {
+      if constexpr (SM90_OVERLAP_QK(D, G)) {
+        if constexpr (SM90_O_SMEM(D, G)) {
           const SmemO<D> os{&smem.o_words[wg][0][t]};
           os.zero();
           consume_blocks_overlapped(c, sa, os, m, l);
