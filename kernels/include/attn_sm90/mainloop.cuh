@@ -76,7 +76,11 @@
 #endif
 // The launch adds O's words at head_dim 128 in the two-consumer geometry only (three would not fit).
 #define SM90_O_SMEM(D, G) ((D) == 128 && G::CONSUMERS == 2 && SM90_O_IN_SMEM)
-#define SM90_OVERLAP_QK(D, G) (((D) == 64 && SM90_D64_OVERLAP) || SM90_O_SMEM(D, G))
+#ifndef SM90_D128_OVERLAP
+#define SM90_D128_OVERLAP 0
+#endif
+#define SM90_OVERLAP_QK(D, G) \
+  (((D) == 64 && SM90_D64_OVERLAP) || ((D) == 128 && G::CONSUMERS == 2 && SM90_D128_OVERLAP) || SM90_O_SMEM(D, G))
 #define SM90_PINGPONG(D, G) (!SM90_OVERLAP_QK(D, G) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
 // division, and with a second Q slot it takes the next tile (the slot wait, the decode, the
@@ -305,8 +309,10 @@ SAGE_DEVICE void fold_into(const SmemO<D> &o, const float (&alpha)[2], const flo
 }
 
 // Two S buffers (-DSM90_D64_OVERLAP=1 at head_dim 64; at 128 they do not fit beside O in registers,
-// so only with SM90_O_IN_SMEM=1 in the two-consumer geometry): block j's scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
-// the tensor cores work while the same warpgroup's exp2 does.
+// so only with SM90_O_IN_SMEM=1 in the two-consumer geometry, or with SM90_D128_OVERLAP=1, which
+// runs P.V in two 64-channel halves through a 32-register inner accumulator): block j's scores are
+// in `cur`; block j+1's are issued into `next` before this block's softmax, so the tensor cores
+// work while the same warpgroup's exp2 does.
 template <int D, int STAGES, typename Smem, int S_REGS, typename OAccumulator>
 SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[S_REGS],
                                           i32 (&next)[S_REGS], OAccumulator &o, float (&m)[2], float (&l)[2]) {
@@ -325,12 +331,26 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   float alpha[2];
   u32 p[S_REGS / 16][4];
   block_softmax(c, j, k_mult, cur, m, l, alpha, p);
-  float inner[D / 2];
-  issue_pv<D>(inner, p, c.smem.v[stage]);
-  wgmma_wait<0>();
-  wgmma_pin(inner);
-  warp_release(&c.smem.ring.empty[stage]);
-  fold_into<D>(o, alpha, inner);
+  using G = typename Smem::Geometry;
+  if constexpr (SM90_D128_OVERLAP && D == 128 && !SM90_O_SMEM(D, G)) {
+    float inner[D / 4];
+    issue_pv<D / 2>(inner, p, c.smem.v[stage]);
+    wgmma_wait<0>();
+    wgmma_pin(inner);
+    fold_block<D, 2, 0>(o, alpha, inner);
+    issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * G::BLOCK_KEYS);
+    wgmma_wait<0>();
+    wgmma_pin(inner);
+    warp_release(&c.smem.ring.empty[stage]);
+    fold_block<D, 2, 1>(o, alpha, inner);
+  } else {
+    float inner[D / 2];
+    issue_pv<D>(inner, p, c.smem.v[stage]);
+    wgmma_wait<0>();
+    wgmma_pin(inner);
+    warp_release(&c.smem.ring.empty[stage]);
+    fold_into<D>(o, alpha, inner);
+  }
 }
 
 // Every block of a tile with two S buffers: `sa` holds block 0's scores in flight; O in registers
