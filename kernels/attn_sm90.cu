@@ -42,9 +42,6 @@ struct Sm90Smem {
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
   TileDivisors divisors;    // the tile decode's, in the geometries that keep them here (scheduler.cuh)
-#if SM90_O_IN_SMEM
-  float4 o_words[G::CONSUMERS][D / 8][128];  // each consumer thread's O (mainloop.cuh SmemO); last: the default
-#endif                                       // layout does not move
 };
 
 // Dynamic shared memory is requested with this much slack, so the tiles can start on

@@ -74,26 +74,17 @@ def variants(d: int, ablate: bool = False, only: tuple[str, ...] = (), cta_k: in
             yield name, stages, options
 
 
-def check_stages_as_run(d: int, stages: int | None, geometry, options) -> int:
-    """The ring depth run_attention builds for ``stages`` (None: the preset's, or the deepest that fits beside
-    O's words in an O-in-shared-memory schedule)."""
-    from sagelib.cuda.ops_sm90 import check_stages, o_in_smem
-
-    return check_stages(d, stages, geometry, o_in_smem(tuple(options), d, geometry))
-
-
 def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
               schedules: dict[str, tuple[str, ...]] = SCHEDULES) -> None:
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
-    from sagelib.cuda.ops_sm90 import ARCH, geometry_for
+    from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for
 
     for d in (64, 128):
         g = geometry_for(cta_k, d)
         for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
-            ring = check_stages_as_run(d, stages, g, options)
-            instance = instances.attn_sm90(d, ring, g.consumers, g.block_keys)
+            instance = instances.attn_sm90(d, check_stages(d, stages, g), g.consumers, g.block_keys)
             built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
             print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")
 
@@ -177,12 +168,11 @@ def main(argv=None) -> int:
                                                                           cta_k=cta_k),
                                            reps=20 if args.rounds == 1 else 10))
         base = None
-        for (name, stages, options), (diff, identical) in zip(builds, checks):
+        for (name, stages, _), (diff, identical) in zip(builds, checks):
             ms = statistics.median(times[name])
             base = base or ms
-            ring = check_stages_as_run(d, stages, geometry, options)
             row = {"shape": f"B{b} H{h} N{n} D{d}{' causal' if causal else ''}{f' cta_k {cta_k}' if cta_k else ''}",
-                   "variant": name, "stages": ring, "ms": ms,
+                   "variant": name, "stages": stages or ops_sm90.check_stages(d, None, geometry), "ms": ms,
                    "tops": ops / ms / 1e9,
                    "rel_l1_to_default": diff, "bit_identical_to_default": identical, "round_ms": times[name]}
             rows.append(row)

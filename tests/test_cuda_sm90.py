@@ -236,20 +236,6 @@ def test_shared_memory_budget_and_stage_checks():
             ops_sm90.check_stages(128, bad)
 
 
-def test_o_in_shared_memory_adds_its_words_and_picks_the_deepest_ring_that_fits():
-    # SM90_O_IN_SMEM at head_dim 128 in the two-consumer geometry: two consumers' [128 / 8][128] float4
-    # after the rest, 16 bytes of slack
-    options = (ops_sm90.O_IN_SMEM_OPTION,)
-    assert ops_sm90.o_in_smem(options, 128)
-    assert not ops_sm90.o_in_smem(options, 64) and not ops_sm90.o_in_smem((), 128)
-    assert not ops_sm90.o_in_smem(options, 128, ops_sm90.geometry_for(64, 128))  # three consumers: no room
-    extra = ops_sm90.shared_memory_bytes(128, 2, o_words=True) - ops_sm90.shared_memory_bytes(128, 2)
-    assert extra == 2 * 128 * 256 + 16
-    assert ops_sm90.check_stages(128, None, o_words=True) == 2  # 3 stages would need 233,636 of 232,448 bytes
-    with pytest.raises(ValueError, match="stages: expected an int in 2..2 at head_dim 128"):
-        ops_sm90.check_stages(128, 4, o_words=True)
-
-
 def test_environment_options_are_macro_words_only(monkeypatch):
     monkeypatch.delenv(ops_sm90.OPTIONS_ENV, raising=False)
     assert ops_sm90.environment_options() == ()

@@ -105,38 +105,22 @@ def unavailable_reason() -> str | None:
     return None
 
 
-#: The experiment that keeps O in shared memory (mainloop.cuh SM90_O_IN_SMEM; head_dim 128 only).
-O_IN_SMEM_OPTION = "-DSM90_O_IN_SMEM=1"
-
-
-def o_in_smem(options: tuple[str, ...], head_dim: int, geometry: Geometry | None = None) -> bool:
-    """Whether a build with ``options`` keeps O in shared memory (Sm90Smem's o_words) at ``head_dim`` in
-    ``geometry`` (None: the preset's): at head_dim 128 with two consumers only (mainloop.cuh SM90_O_SMEM)."""
-    geometry = geometry or geometry_for(None, head_dim)
-    return head_dim == 128 and geometry.consumers == 2 and O_IN_SMEM_OPTION in options
-
-
-def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None, o_words: bool = False) -> int:
+def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None) -> int:
     """Dynamic shared memory of attn_sm90_kernel<head_dim, stages, ...> (layout of Sm90Smem, plus alignment slack);
-    ``geometry`` None: the preset's at ``head_dim`` (:func:`geometry_for`); ``o_words``: the build keeps O in
-    shared memory (:func:`o_in_smem`), a float4 array after the rest (16 bytes of alignment slack included)."""
+    ``geometry`` None: the preset's at ``head_dim`` (:func:`geometry_for`)."""
     geometry = geometry or geometry_for(None, head_dim)
-    o = geometry.consumers * head_dim * 256 + 16 if o_words else 0  # [consumers][head_dim / 8][128] float4
     tiles = Q_SLOTS * geometry.cta_q * head_dim + stages * 2 * geometry.block_keys * head_dim
     channel_scales = Q_SLOTS * head_dim * 4  # each Q slot's V channel scales (fp32)
     output_staging = 4 * geometry.consumers * 16 * (2 * head_dim + 16)  # 16 padded fp16 rows per consumer warp
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
     divisors = 5 * 12  # the tile decode's five FastDivisors (scheduler.cuh TileDivisors)
-    return tiles + channel_scales + output_staging + barriers + divisors + o + SMEM_ALIGN
+    return tiles + channel_scales + output_staging + barriers + divisors + SMEM_ALIGN
 
 
-def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None, o_words: bool = False) -> int:
+def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:
     """The K/V ring depth to build: ``stages`` if it fits in shared memory, else a ValueError; ``geometry``
-    None: the preset's at ``head_dim`` (:func:`geometry_for`); ``o_words`` as :func:`shared_memory_bytes`
-    (then ``stages`` None is the deepest ring that fits)."""
+    None: the preset's at ``head_dim`` (:func:`geometry_for`)."""
     geometry = geometry or geometry_for(None, head_dim)
-    if stages is None and o_words:
-        return max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry, True) <= SMEM_LIMIT)
     if stages is None:
         built = (head_dim, geometry.consumers, geometry.block_keys)
         table = {**instances.SM90_STAGES, **instances.SM90_COMPARISON_STAGES}
@@ -144,9 +128,8 @@ def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = 
             raise ValueError(f"geometry: {geometry} is not built at head_dim {head_dim}; expected one of "
                              f"(head_dim, consumers, block_keys) {sorted(table)}")
         return table[built]
-    too_big = isinstance(stages, int) and shared_memory_bytes(head_dim, stages, geometry, o_words) > SMEM_LIMIT
-    if not isinstance(stages, int) or stages < 2 or too_big:
-        fits = max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry, o_words) <= SMEM_LIMIT)
+    if not isinstance(stages, int) or stages < 2 or shared_memory_bytes(head_dim, stages, geometry) > SMEM_LIMIT:
+        fits = max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry) <= SMEM_LIMIT)
         raise ValueError(f"stages: expected an int in 2..{fits} at head_dim {head_dim} (shared memory), got {stages!r}")
     return stages
 
@@ -200,13 +183,12 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     if trace is not None and (tuple(trace.shape) != TRACE_SHAPE or trace.dtype != torch.int64):
         raise ValueError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (ops_sm90.TRACE_SHAPE), "
                          f"got {trace.dtype} {tuple(trace.shape)}")
-    options = (*environment_options(), *build_options)
-    o_words = o_in_smem(options, width, geometry)
-    stages = check_stages(width, stages, geometry, o_words)
+    stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // geometry.cta_q) * h_q * b
+    options = (*environment_options(), *build_options)
     instance = instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys)
     fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
@@ -214,7 +196,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
            (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
-           shared_mem=shared_memory_bytes(width, stages, geometry, o_words), name="attn_sm90_kernel")
+           shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
     return finish_outputs(p, out, lse)
 
 

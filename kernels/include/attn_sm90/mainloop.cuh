@@ -66,22 +66,8 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// O in shared memory (SM90_O_IN_SMEM=1, an experiment: notebook 01's o_in_smem_overlap, log seq 95-96):
-// each consumer thread keeps its O words in shared memory and folds every key block through them, which
-// frees the registers of a second S buffer at head_dim 128, so the two-buffer schedule below (the next
-// block's Q.K^T under this block's softmax, no turns: both consumers' softmaxes side by side) runs there.
-// The launch adds the O words to the dynamic shared memory (ops_sm90.shared_memory_bytes, o_in_smem).
-#ifndef SM90_O_IN_SMEM
-#define SM90_O_IN_SMEM 0
-#endif
-// The launch adds O's words at head_dim 128 in the two-consumer geometry only (three would not fit).
-#define SM90_O_SMEM(D, G) ((D) == 128 && G::CONSUMERS == 2 && SM90_O_IN_SMEM)
-#ifndef SM90_D128_OVERLAP
-#define SM90_D128_OVERLAP 0
-#endif
-#define SM90_OVERLAP_QK(D, G) \
-  (((D) == 64 && SM90_D64_OVERLAP) || ((D) == 128 && G::CONSUMERS == 2 && SM90_D128_OVERLAP) || SM90_O_SMEM(D, G))
-#define SM90_PINGPONG(D, G) (!SM90_OVERLAP_QK(D, G) && SM90_SERIAL_PINGPONG)
+#define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
+#define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
 // division, and with a second Q slot it takes the next tile (the slot wait, the decode, the
 // loads of its q and first k scale) before the current tile's epilogue, whose stores then
@@ -269,53 +255,12 @@ SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const fl
   for (int i = 0; i < N; ++i) o[PART * N + i] = fmaf(o[PART * N + i], alpha[(i / 2) % 2], inner[i]);
 }
 
-// O's words in shared memory (SM90_O_IN_SMEM): thread t of a consumer owns float4 q * 128 + t of its
-// consumer's [D / 8][128] block, so a warp's 32 lanes touch 512 consecutive bytes; registers 4q..4q+3
-// of the register layout (fold_block's) are float4 q.
-template <int D>
-struct SmemO {
-  float4 *at;  // this thread's float4 0
-  SAGE_DEVICE void zero() const {
-#pragma unroll
-    for (int q = 0; q < D / 8; ++q) at[q * 128] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  // O = O * alpha + inner, as fold_block (register i with alpha[(i / 2) % 2]).
-  SAGE_DEVICE void fold(const float (&alpha)[2], const float (&inner)[D / 2]) const {
-#pragma unroll
-    for (int q = 0; q < D / 8; ++q) {
-      float4 v = at[q * 128];
-      v.x = fmaf(v.x, alpha[0], inner[4 * q]);
-      v.y = fmaf(v.y, alpha[0], inner[4 * q + 1]);
-      v.z = fmaf(v.z, alpha[1], inner[4 * q + 2]);
-      v.w = fmaf(v.w, alpha[1], inner[4 * q + 3]);
-      at[q * 128] = v;
-    }
-  }
-  SAGE_DEVICE void load(float (&o)[D / 2]) const {
-#pragma unroll
-    for (int q = 0; q < D / 8; ++q) {
-      const float4 v = at[q * 128];
-      o[4 * q] = v.x, o[4 * q + 1] = v.y, o[4 * q + 2] = v.z, o[4 * q + 3] = v.w;
-    }
-  }
-};
-template <int D>
-SAGE_DEVICE void fold_into(float (&o)[D / 2], const float (&alpha)[2], const float (&inner)[D / 2]) {
-  fold_block<D>(o, alpha, inner);
-}
-template <int D>
-SAGE_DEVICE void fold_into(const SmemO<D> &o, const float (&alpha)[2], const float (&inner)[D / 2]) {
-  o.fold(alpha, inner);
-}
-
-// Two S buffers (-DSM90_D64_OVERLAP=1 at head_dim 64; at 128 they do not fit beside O in registers,
-// so only with SM90_O_IN_SMEM=1 in the two-consumer geometry, or with SM90_D128_OVERLAP=1, which
-// runs P.V in two 64-channel halves through a 32-register inner accumulator): block j's scores are
-// in `cur`; block j+1's are issued into `next` before this block's softmax, so the tensor cores
-// work while the same warpgroup's exp2 does.
-template <int D, int STAGES, typename Smem, int S_REGS, typename OAccumulator>
+// Two S buffers (-DSM90_D64_OVERLAP=1, head_dim 64 only: at 128 they do not fit): block j's
+// scores are in `cur`; block j+1's are issued into `next` before this block's softmax, so
+// the tensor cores work while the same warpgroup's exp2 does.
+template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int j, i32 (&cur)[S_REGS],
-                                          i32 (&next)[S_REGS], OAccumulator &o, float (&m)[2], float (&l)[2]) {
+                                          i32 (&next)[S_REGS], float (&o)[D / 2], float (&m)[2], float (&l)[2]) {
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   const bool has_next = j + 1 < c.blocks;
@@ -331,38 +276,12 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   float alpha[2];
   u32 p[S_REGS / 16][4];
   block_softmax(c, j, k_mult, cur, m, l, alpha, p);
-  using G = typename Smem::Geometry;
-  if constexpr (SM90_D128_OVERLAP && D == 128 && !SM90_O_SMEM(D, G)) {
-    float inner[D / 4];
-    issue_pv<D / 2>(inner, p, c.smem.v[stage]);
-    wgmma_wait<0>();
-    wgmma_pin(inner);
-    fold_block<D, 2, 0>(o, alpha, inner);
-    issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * G::BLOCK_KEYS);
-    wgmma_wait<0>();
-    wgmma_pin(inner);
-    warp_release(&c.smem.ring.empty[stage]);
-    fold_block<D, 2, 1>(o, alpha, inner);
-  } else {
-    float inner[D / 2];
-    issue_pv<D>(inner, p, c.smem.v[stage]);
-    wgmma_wait<0>();
-    wgmma_pin(inner);
-    warp_release(&c.smem.ring.empty[stage]);
-    fold_into<D>(o, alpha, inner);
-  }
-}
-
-// Every block of a tile with two S buffers: `sa` holds block 0's scores in flight; O in registers
-// or its words in shared memory (SmemO).
-template <int D, int STAGES, typename Smem, int S_REGS, typename OAccumulator>
-SAGE_DEVICE void consume_blocks_overlapped(BlockContext<D, STAGES, Smem> &c, i32 (&sa)[S_REGS], OAccumulator &o,
-                                           float (&m)[2], float (&l)[2]) {
-  i32 sb[S_REGS];
-  for (int j = 0; j < c.blocks; j += 2) {
-    consume_block_overlapped(c, j, sa, sb, o, m, l);
-    if (j + 1 < c.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
-  }
+  float inner[D / 2];
+  issue_pv<D>(inner, p, c.smem.v[stage]);
+  wgmma_wait<0>();
+  wgmma_pin(inner);
+  warp_release(&c.smem.ring.empty[stage]);
+  fold_block<D>(o, alpha, inner);
 }
 
 // One S buffer (the default): block j's completed scores are in `s`; after the softmax,
@@ -377,14 +296,13 @@ SAGE_DEVICE void consume_blocks_overlapped(BlockContext<D, STAGES, Smem> &c, i32
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE int block_step_softmax(BlockContext<D, STAGES, Smem> &c, int j, const i32 (&s)[S_REGS], float (&m)[2],
                                    float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
-  using G = typename Smem::Geometry;
   c.trace.stamp(j, TRACE_START);
   const float k_mult = c.take_k_scale(j);
   const int stage = c.ring.stage;
   c.ring.advance();
-  if (SM90_PINGPONG(D, G) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
+  if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   block_softmax(c, j, k_mult, s, m, l, alpha, p);
-  if (SM90_PINGPONG(D, G) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
+  if (SM90_PINGPONG(D) && SM90_TURN_IS_SOFTMAX) c.turns.pass_turn();
   c.trace.stamp(j, TRACE_SOFTMAX_DONE);
   return stage;
 }
@@ -395,11 +313,10 @@ template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int stage, const float (&alpha)[2],
                                   const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2], bool has_next,
                                   const QOperand<D> &q) {
-  using G = typename Smem::Geometry;
-  constexpr int PARTS = sm90_pv_parts<G, D>();
+  constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
   float inner[D / 2 / PARTS];
   if (has_next) c.smem.ring.consumer_wait(c.ring);
-  if (SM90_PINGPONG(D, G) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
+  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
   if (SM90_ABLATE_PV) {
 #pragma unroll
@@ -413,13 +330,13 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
     else wgmma_wait<0>();
     wgmma_pin(inner);
     fold_block<D, 2, 0>(o, alpha, inner);
-    if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * G::BLOCK_KEYS);
+    if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * Smem::Geometry::BLOCK_KEYS);
   }
   c.trace.stamp(j, TRACE_ISSUED);
-  if (SM90_PINGPONG(D, G) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && !SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_wait<0>();
   c.trace.stamp(j, TRACE_COMPLETE);
-  if (SM90_PINGPONG(D, G) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
+  if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_pin(inner);
   wgmma_pin(s);
   warp_release(&c.smem.ring.empty[stage]);
@@ -454,7 +371,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
   const PingPong<G::CONSUMERS> turns(wg);
-  if (SM90_PINGPONG(D, G)) turns.start(wg);
+  if (SM90_PINGPONG(D)) turns.start(wg);
   u64 *const trace_warp = wg < 2 ? trace_rows(a.trace, 4 * wg + warp) : nullptr;  // the buffer holds two warpgroups
   const TileTracer tile_trace = tile_tracer(trace_warp);
   // The producer hands over each tile (its index, its Q and channel scales) through the Q slots in turn.
@@ -488,14 +405,11 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       i32 sa[G::S_REGS];
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
-      if constexpr (SM90_OVERLAP_QK(D, G)) {
-        if constexpr (SM90_O_SMEM(D, G)) {
-          const SmemO<D> os{&smem.o_words[wg][0][t]};
-          os.zero();
-          consume_blocks_overlapped(c, sa, os, m, l);
-          os.load(o);
-        } else {
-          consume_blocks_overlapped(c, sa, o, m, l);
+      if constexpr (SM90_OVERLAP_QK(D)) {
+        i32 sb[G::S_REGS];
+        for (int j = 0; j < cur.blocks; j += 2) {
+          consume_block_overlapped(c, j, sa, sb, o, m, l);
+          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
