@@ -693,6 +693,8 @@ plots.table(review)
 #   tensor-core batch and fold run beside it (the softmax-beside section): its period is two such
 #   softmaxes, which projects to ~876 TOPS kernel only, where it measures. Two softmaxes side by
 #   side beside the batches leave room for ~1,220 (an upper bound), but need each consumer's next
-#   Q.K^T in flight during its own softmax: a second S buffer. `o_in_smem_overlap` (proposed, not
-#   built) finds its registers by keeping O in shared memory (238 of 240 registers, 64 KB more
-#   shared memory); what folding through shared memory costs beside the softmaxes is the open question.
+#   Q.K^T in flight during its own softmax: a second S buffer. `o_in_smem_overlap` finds its
+#   registers by keeping O in shared memory (238 of 240 registers, 64 KB more shared memory). Built,
+#   it ran at 0.64-0.67x of ping-pong (log seq 98), and so did the same walk with O in registers and
+#   P.V in halves (seq 99): without turns, P.V's round trip and the fold sit on each consumer's chain
+#   after its softmax, where ping-pong hides them under the other consumer's softmax.
