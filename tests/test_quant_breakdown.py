@@ -1,0 +1,74 @@
+"""sagelib.quant_breakdown and scripts/quant_breakdown.py: the call pass by pass, and each fusion's ceiling."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from sagelib import quant_breakdown
+from sagelib.cuda import ops_sm90
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quant_breakdown.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("quant_breakdown_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_ceiling_takes_away_its_own_pass():
+    # call 1.0 = Q 0.10 + K/V 0.25 + kernel 0.60 + host 0.05; K alone 0.15, V alone 0.14 (the joint launch saves 0.04)
+    t = quant_breakdown.PassTimes(cudnn=0.8, call=1.0, kernel=0.6, q=0.1, k=0.15, v=0.14, kv=0.25)
+    got = {c.what: c.ms for c in quant_breakdown.ceilings(t)}
+    assert got["the call as it is"] == 1.0
+    assert got["Q fused into the kernel, free (entry fusion of Q)"] == pytest.approx(0.9)
+    assert got["K prepared in the pipeline, free (entry fusion of K)"] == pytest.approx(1.0 - 0.11)
+    assert got["V prepared in the pipeline, free (direct V preparation)"] == pytest.approx(1.0 - 0.10)
+    assert got["K and V both free"] == pytest.approx(0.75)
+    assert got["all three free: the kernel plus host costs"] == pytest.approx(0.65)
+    assert got["the kernel alone"] == 0.6
+    assert got["host costs left in the call (call - q - kv - kernel)"] == pytest.approx(0.05)
+    ratio = {c.what: c.vs_cudnn for c in quant_breakdown.ceilings(t)}
+    assert ratio["the call as it is"] == pytest.approx(0.8) and ratio["the kernel alone"] == pytest.approx(0.8 / 0.6)
+
+
+def test_the_table_names_every_pass_and_ceiling():
+    t = quant_breakdown.PassTimes(cudnn=0.8, call=1.0, kernel=0.6, q=0.1, k=0.15, v=0.14, kv=0.25)
+    text = quant_breakdown.format_table("B1 H1 N8 D64", t)
+    assert text.startswith("B1 H1 N8 D64: cuDNN 0.800 ms; call 1.000 = Q 0.100 + K/V 0.250 (K alone 0.150, "
+                           "V alone 0.140) + kernel 0.600 + host 0.050")
+    assert "direct V preparation" in text and "1.333x cuDNN" in text  # the kernel alone: 0.8 / 0.6
+    assert len(text.splitlines()) == 1 + len(quant_breakdown.ceilings(t))
+
+
+@pytest.mark.parametrize("field,value", [("q", 0.0), ("kernel", -1.0), ("cudnn", float("nan"))])
+def test_a_time_that_is_not_positive_is_refused(field, value):
+    times = dict(cudnn=0.8, call=1.0, kernel=0.6, q=0.1, k=0.15, v=0.14, kv=0.25)
+    times[field] = value
+    with pytest.raises(ValueError, match=f"PassTimes: {field} must be a positive time in ms"):
+        quant_breakdown.PassTimes(**times)
+
+
+@pytest.mark.parametrize("argv,message", [(["--rounds", "0"], "--rounds: expected a whole number of 1 or more"),
+                                          (["--shapes", "2:32"], "shape: expected B:H:N:D")])
+def test_the_script_refuses_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        _script().main(argv)
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_the_script_times_every_pass_and_writes_its_rows(tmp_path):
+    reason = ops_sm90.unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path / "breakdown.json"
+    assert _script().main(["--shapes", "1:4:1000:128", "--rounds", "1", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == quant_breakdown.SCHEMA and doc["command"].endswith("--out " + str(out))
+    (row,) = doc["rows"]
+    assert set(row["times_ms"]) == set(quant_breakdown.PASSES) and all(v > 0 for v in row["times_ms"].values())
+    assert len(row["ceilings"]) == len(quant_breakdown.ceilings(quant_breakdown.PassTimes(**row["times_ms"])))
