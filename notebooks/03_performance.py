@@ -41,6 +41,8 @@ budget_s = 0.4
 baseline = "sdpa-cudnn"
 quantizer_shapes = ["2:32:16384:128", "32:32:1024:128"]
 short_call_shapes = ["B32 H32 N1024 D128", "B32 H32 N1024 D64"]
+fusion_ceiling_shapes = "32:32:1024:128,2:32:16384:128,2:32:16384:64"
+fusion_ceiling_rounds = 3
 recorded_dir = "data/results"
 save_recording = False
 
@@ -50,7 +52,7 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from sagelib import bench, bench_plots, bench_records, short_call
+from sagelib import bench, bench_plots, bench_records, quant_breakdown, short_call
 from sagelib.bench_ceilings import format_ceilings, measure_ceilings
 from sagelib.results import Results
 
@@ -184,6 +186,36 @@ if beside_rows and fusion_rows:
 else:
     display(Markdown("No recorded files of log seq 74 and 76 (`data/results/*-quant-beside-attention.txt`, "
                      "`*-sm90-entry-fusion-producer.json`) to show."))
+
+# %% [markdown]
+# ## Each fusion's ceiling: the call with a pass taken away
+# Issue 6 asks for the entry fusion (Q and K quantized in the kernel's prologue) and the direct V
+# preparation (V quantized inside the pipeline) to be measured. Before building either, this times
+# the call pass by pass (`sagelib.quant_breakdown`: cuDNN, the call, its kernel, Q, K alone, V alone,
+# K and V in one launch, in rotated rounds in one process) and draws the call with each pass removed
+# as if its fusion cost nothing. These are upper bounds: a fused pass is never free in the kernel
+# (Q's measured as costly as its pass, log seq 51 and 76), and K's mean and V's channel amax still
+# need a statistics pass over K and V. A fusion whose bar does not cross its target line cannot
+# reach the target built (log seq 101). Measured now on an sm_90 GPU with cuDNN; otherwise the
+# newest recording.
+
+# %%
+from sagelib.cuda import ops_sm90
+
+if not_live is None and ops_sm90.unavailable_reason() is None:
+    ceiling_shapes = bench.parse_shapes(fusion_ceiling_shapes)
+    ceiling_rows = [quant_breakdown.measure(shape, fusion_ceiling_rounds) for shape in ceiling_shapes]
+    ceiling_title = f"measured now ({torch.cuda.get_device_name()}), {fusion_ceiling_rounds} rotated rounds"
+else:
+    ceiling_rows, ceiling_path = quant_breakdown.latest_recording(bench_records.resolve(recorded_dir))
+    ceiling_title = f"RECORDED: {ceiling_path.name}" if ceiling_path else ""
+if ceiling_rows:
+    for row in ceiling_rows:
+        print(quant_breakdown.format_table(row["shape"], quant_breakdown.PassTimes(**row["times_ms"])))
+    results.add("fusion ceilings", ceiling_rows)
+    results.figure(bench_plots.fusion_ceilings(ceiling_rows, ceiling_title), "fusion_ceilings")
+else:
+    display(Markdown("Nothing measured here (no sm_90 GPU) and no recording (`data/results/*-quant-breakdown.json`)."))
 
 # %% [markdown]
 # ## Every measurement

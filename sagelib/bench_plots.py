@@ -172,3 +172,31 @@ def short_call(breakdown: dict, beside: list, *, shape: str, title: str):
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def fusion_ceilings(rows: list[dict], title: str):
+    """One panel per shape (rows of a ``*-quant-breakdown.json``, :mod:`sagelib.quant_breakdown`): the call and each
+    fusion's ceiling in ms, against cuDNN's time (orange) and issue 6's target at that shape (black)."""
+    from sagelib.quant_breakdown import PassTimes, ceilings, target_ms
+
+    fig, axes = plt.subplots(1, len(rows), figsize=(2.5 + 4.2 * len(rows), 3.8), squeeze=False, sharey=True)
+    for ax, row in zip(axes[0], rows):
+        shown = ceilings(PassTimes(**row["times_ms"]))  # recomputed: the stored list follows the code that wrote it
+        cudnn = row["times_ms"]["cudnn"]
+        values = [c.ms for c in shown]
+        colors = ["tab:gray"] + ["tab:blue"] * (len(values) - 2) + ["tab:green"]
+        bars = ax.barh(range(len(values)), values, color=colors)
+        ax.bar_label(bars, labels=[f"{c.ms:.3f} ({c.vs_cudnn:.2f}x)" for c in shown], fontsize=7, padding=2)
+        ax.set_yticks(range(len(values)), [c.what for c in shown], fontsize=7)
+        ax.invert_yaxis()
+        ax.axvline(cudnn, color="tab:orange", linestyle="--", linewidth=1, label=f"cuDNN fp16 ({cudnn:.3f} ms)")
+        target = target_ms(row["shape"], cudnn)
+        if target != cudnn:
+            ax.axvline(target, color="black", linestyle="--", linewidth=1, label=f"issue 6 target ({target:.3f} ms)")
+        ax.set_xlim(0.5 * min(values + [target]), 1.3 * max(values + [cudnn]))
+        ax.set_xlabel("ms per call (x: cuDNN's time over it)")
+        ax.set_title(row["shape"], fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -10,17 +10,24 @@ nothing. A fusion whose ceiling does not reach a target cannot reach it built.
 The ceilings are upper bounds in three ways: a fused pass is never free in the kernel (seq 51 and
 76 measured Q's cost there); K's smoothing mean and V's channel amax need every token before any
 tile, so a statistics pass over K and V stays; and the K-only and V-only launches of quant_kv.cu
-each pay the launch's fixed costs that the joint launch pays once. ``scripts/quant_breakdown.py``
-times the passes on a GPU; :func:`ceilings` is the arithmetic (tested on the CPU).
+each pay the launch's fixed costs that the joint launch pays once. :func:`measure` times the passes
+on an sm_90 GPU (``scripts/quant_breakdown.py`` prints and records them, notebook 03 charts them);
+:func:`ceilings` is the arithmetic (tested on the CPU).
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 SCHEMA = "sagelib.quant_breakdown/1"
+STEM = "quant-breakdown"  #: recordings are data/results/<date>-<gpu>-quant-breakdown.json
 #: the timed calls, in the order of the printed table
 PASSES = ("cudnn", "call", "kernel", "q", "k", "v", "kv")
+#: issue 6's end-to-end targets at the shapes it names, in TOPS; at N=1024 the target is cuDNN's time itself
+TARGET_TOPS = {"B2 H32 N16384 D128": 1000.0, "B2 H32 N16384 D64": 650.0}
 
 
 @dataclass(frozen=True)
@@ -77,3 +84,74 @@ def format_table(shape: str, t: PassTimes) -> str:
     for c in ceilings(t):
         lines.append(f"  {c.what:<58} {c.ms:8.3f} ms  {c.vs_cudnn:6.3f}x cuDNN")
     return "\n".join(lines)
+
+
+def target_ms(shape: str, cudnn_ms: float) -> float:
+    """Issue 6's end-to-end target at ``shape`` (a label such as 'B2 H32 N16384 D128') as a time: TARGET_TOPS's
+    where it names one (non-causal operations, 4 B H N^2 D), else cuDNN's time (the N=1024 target)."""
+    if shape not in TARGET_TOPS:
+        return cudnn_ms
+    b, h, n, d = (int(part[1:]) for part in shape.split())
+    return 4 * b * h * n * n * d / (TARGET_TOPS[shape] * 1e9)
+
+
+def pass_calls(q, k, v) -> dict:
+    """One closure per call of :data:`PASSES` on one fp16 HND input set (sm90 preset, per_thread)."""
+    from sagelib import backends
+    from sagelib.cuda import ops
+
+    gran, preset = "per_thread", "sm90"
+    flavour = ops._flavour(None, preset, gran)
+    width = ops._kernel_head_dim(q.shape[-1])
+    qh, kh, vh = (ops._prepared(x, width) for x in (q, k, v))
+    n_groups = ops.n_q_groups(q.shape[2], preset, gran)
+
+    def kv(do_k, do_v):
+        return lambda: ops._quantize_kv(kh, vh, preset=preset, granularity=gran, flavour=flavour,
+                                        pv_accum="fp32+fp32", layout="HND", do_k=do_k, do_v=do_v, permute_v=True)
+
+    cudnn, sm90 = backends.get("sdpa-cudnn"), backends.get("cuda-sm90")
+    return {"cudnn": lambda: cudnn.attention(q, k, v), "call": lambda: sm90.attention(q, k, v),
+            "kernel": sm90.kernel_only(q, k, v),
+            "q": lambda: ops._quantize_int8(qh, ops.q_geometry(preset, gran), n_groups, flavour, "HND"),
+            "k": kv(True, False), "v": kv(False, True), "kv": kv(True, True)}
+
+
+def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
+    """Time every call of :data:`PASSES` at ``shape`` (a :class:`sagelib.bench.Shape`) on this sm_90 GPU, rounds in
+    rotated order in this process; the row a recording holds: shape, median times, round medians, ceilings."""
+    import torch
+
+    from sagelib import bench
+
+    if rounds < 1:
+        raise ValueError(f"rounds: expected a whole number of 1 or more, got {rounds!r}")
+    dev = torch.device("cuda")
+    torch.manual_seed(seed)
+    q = torch.randn(shape.batch, shape.heads, shape.seq_q, shape.head_dim, device=dev, dtype=torch.float16)
+    k, v = (torch.randn(shape.batch, shape.heads, shape.seq_kv, shape.head_dim, device=dev, dtype=torch.float16)
+            for _ in range(2))
+    calls = pass_calls(q, k, v)
+    config = bench.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
+    round_ms = {name: [] for name in PASSES}
+    for r in range(rounds):
+        for i in range(len(PASSES)):
+            name = PASSES[(i + r) % len(PASSES)]
+            round_ms[name].append(statistics.median(bench.time_calls([calls[name]], dev, config)))
+    times = PassTimes(**{name: statistics.median(ms) for name, ms in round_ms.items()})
+    return {"shape": shape.label, "times_ms": asdict(times), "round_ms": round_ms,
+            "ceilings": [asdict(c) for c in ceilings(times)]}
+
+
+def latest_recording(directory: str | Path | None = None) -> tuple[list[dict], Path | None]:
+    """The rows of the newest ``*-quant-breakdown.json`` in ``directory`` (default data/results) and its path, or
+    ([], None); a file of another schema is refused."""
+    from sagelib.bench_records import RESULTS_DIR, newest_file
+
+    path = newest_file(STEM, ".json", RESULTS_DIR if directory is None else directory)
+    if path is None:
+        return [], None
+    document = json.loads(path.read_text())
+    if document.get("schema") != SCHEMA:
+        raise ValueError(f"{path}: expected schema {SCHEMA!r}, got {document.get('schema')!r}")
+    return document["rows"], path

@@ -15,51 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from datetime import datetime, timezone
 
 import torch
 
 from sagelib import backends, bench, quant_breakdown
-from sagelib.cuda import ops, ops_sm90
-
-
-def pass_calls(q, k, v) -> dict:
-    """One closure per timed call of quant_breakdown.PASSES, on one input set (fp16 HND)."""
-    gran, preset = "per_thread", "sm90"
-    flavour = ops._flavour(None, preset, gran)
-    width = ops._kernel_head_dim(q.shape[-1])
-    qh, kh, vh = (ops._prepared(x, width) for x in (q, k, v))
-    n_groups = ops.n_q_groups(q.shape[2], preset, gran)
-
-    def kv(do_k, do_v):
-        return lambda: ops._quantize_kv(kh, vh, preset=preset, granularity=gran, flavour=flavour,
-                                        pv_accum="fp32+fp32", layout="HND", do_k=do_k, do_v=do_v, permute_v=True)
-
-    cudnn, sm90 = backends.get("sdpa-cudnn"), backends.get("cuda-sm90")
-    return {"cudnn": lambda: cudnn.attention(q, k, v), "call": lambda: sm90.attention(q, k, v),
-            "kernel": sm90.kernel_only(q, k, v),
-            "q": lambda: ops._quantize_int8(qh, ops.q_geometry(preset, gran), n_groups, flavour, "HND"),
-            "k": kv(True, False), "v": kv(False, True), "kv": kv(True, True)}
-
-
-def time_shape(shape: bench.Shape, rounds: int, seed: int = 0) -> dict[str, list[float]]:
-    """Round medians (ms) of every call at ``shape``, rounds in rotated order."""
-    dev = torch.device("cuda")
-    torch.manual_seed(seed)
-    q = torch.randn(shape.batch, shape.heads, shape.seq_q, shape.head_dim, device=dev, dtype=torch.float16)
-    k, v = (torch.randn(shape.batch, shape.heads, shape.seq_kv, shape.head_dim, device=dev, dtype=torch.float16)
-            for _ in range(2))
-    calls = pass_calls(q, k, v)
-    names = list(quant_breakdown.PASSES)
-    config = bench.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
-    medians = {name: [] for name in names}
-    for r in range(rounds):
-        for i in range(len(names)):
-            name = names[(i + r) % len(names)]
-            medians[name].append(statistics.median(bench.time_calls([calls[name]], dev, config)))
-    return medians
+from sagelib.cuda import ops_sm90
 
 
 def main(argv=None) -> int:
@@ -82,11 +44,9 @@ def main(argv=None) -> int:
         return 2
     rows = []
     for shape in shapes:
-        rounds = time_shape(shape, args.rounds)
-        times = quant_breakdown.PassTimes(**{name: statistics.median(ms) for name, ms in rounds.items()})
-        print(quant_breakdown.format_table(shape.label, times), flush=True)
-        rows.append({"shape": shape.label, "times_ms": times.__dict__, "round_ms": rounds,
-                     "ceilings": [c.__dict__ for c in quant_breakdown.ceilings(times)]})
+        row = quant_breakdown.measure(shape, args.rounds)
+        print(quant_breakdown.format_table(row["shape"], quant_breakdown.PassTimes(**row["times_ms"])), flush=True)
+        rows.append(row)
     if args.out:
         created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         with open(args.out, "w") as f:

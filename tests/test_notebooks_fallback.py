@@ -87,6 +87,17 @@ def test_03_shows_recorded_quantizer_figures_against_the_copy(tmp_path):
     assert headline["value"] == 70.0 and headline["unit"] == "%" and "RECORDED 2026-11-29" in headline["note"]
 
 
+def test_03_draws_the_recorded_fusion_ceilings(tmp_path):
+    recorded = tmp_path / "recorded"
+    recorded.mkdir()
+    committed = sorted(bench_records.RESULTS_DIR.glob("*-quant-breakdown.json"))[-1]
+    (recorded / committed.name).write_text(committed.read_text())
+    values, html = _run(tmp_path, "03_performance", recorded)
+    assert "fusion_ceilings" in {f["name"] for f in values["figures"]}
+    first = json.loads(committed.read_text())["rows"][0]
+    assert f"{first['shape']}: cuDNN {first['times_ms']['cudnn']:.3f} ms" in html and "direct V preparation" in html
+
+
 def test_latest_quantizers_takes_the_newest_of_either_kind(tmp_path):
     assert bench_records.latest_quantizers(tmp_path) is None
     document = _recorded_bench_document()

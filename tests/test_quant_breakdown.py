@@ -52,6 +52,28 @@ def test_a_time_that_is_not_positive_is_refused(field, value):
         quant_breakdown.PassTimes(**times)
 
 
+def test_the_issue_targets_as_times():
+    assert quant_breakdown.target_ms("B32 H32 N1024 D128", 0.893) == 0.893  # at N=1024: cuDNN's own time
+    assert quant_breakdown.target_ms("B2 H32 N16384 D128", 15.0) == pytest.approx(4 * 2 * 32 * 16384**2 * 128 / 1e12)
+    assert quant_breakdown.target_ms("B2 H32 N16384 D64", 9.9) == pytest.approx(4 * 2 * 32 * 16384**2 * 64 / 650e9)
+
+
+def test_the_newest_recording_is_read_and_another_schema_refused(tmp_path):
+    rows, path = quant_breakdown.latest_recording()
+    assert path is not None and [r["shape"] for r in rows][0] == "B32 H32 N1024 D128"
+    for row in rows:  # every recorded row still gives the ceilings the code computes now
+        assert quant_breakdown.ceilings(quant_breakdown.PassTimes(**row["times_ms"]))
+    (tmp_path / "2026-01-01-x-quant-breakdown.json").write_text(json.dumps({"schema": "other/1", "rows": []}))
+    with pytest.raises(ValueError, match="expected schema 'sagelib.quant_breakdown/1', got 'other/1'"):
+        quant_breakdown.latest_recording(tmp_path)
+    assert quant_breakdown.latest_recording(tmp_path / "empty") == ([], None)
+
+
+def test_measure_refuses_fewer_than_one_round():
+    with pytest.raises(ValueError, match="rounds: expected a whole number of 1 or more, got 0"):
+        quant_breakdown.measure(None, rounds=0)
+
+
 @pytest.mark.parametrize("argv,message", [(["--rounds", "0"], "--rounds: expected a whole number of 1 or more"),
                                           (["--shapes", "2:32"], "shape: expected B:H:N:D")])
 def test_the_script_refuses_bad_arguments(argv, message, capsys):
