@@ -151,9 +151,11 @@ results.add("accumulation vs tokens", accumulation)
 fig = plots.lines(accumulation.x, accumulation.series, "key tokens", "relative L1 vs float64 (accumulator only)",
                   title="One-level vs two-level P.V accumulation", logx=True, logy=True)
 results.figure(fig, "accumulation");
-one, two = accumulation.series["fp32 (one FP22 accumulator)"][-1], accumulation.series["fp32+fp32 (flushed every block)"][-1]
+one, two = (accumulation.series["fp32 (one FP22 accumulator)"][-1],
+            accumulation.series["fp32+fp32 (flushed every block)"][-1])
 results.headline(f"one-level / two-level accumulator error at N={accumulation.x[-1]}", one / two)
-display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error is **{one / two:.0f}x** the flushed one's."))
+display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error is **{one / two:.0f}x** "
+                 "the flushed one's."))
 
 # %% [markdown]
 # ## Phase 0: provenance
@@ -167,7 +169,8 @@ from sagelib import ledger, prior_work, provenance
 inventory = [row.as_dict() for row in provenance.verify_inventory()]
 results.add("inventory", inventory)
 results.headline("inventory artifacts unchanged", f"{sum(r['status'] == 'ok' for r in inventory)}/{len(inventory)}")
-plots.table([{**r, "recorded_sha256": (r["recorded_sha256"] or "")[:12], "current_sha256": (r["current_sha256"] or "")[:12]}
+plots.table([{**r, "recorded_sha256": (r["recorded_sha256"] or "")[:12],
+              "current_sha256": (r["current_sha256"] or "")[:12]}
              for r in inventory])
 
 # %% [markdown]

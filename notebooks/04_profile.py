@@ -46,7 +46,8 @@ from sagelib.results import Results
 results = Results("04_profile", output_dir)
 tools = profiling.tools()
 display(Markdown(bench_records.markdown_table([
-    {"tool": name, "found": status.path or "no", "version or reason": status.version if status.available else status.reason}
+    {"tool": name, "found": status.path or "no",
+     "version or reason": status.version if status.available else status.reason}
     for name, status in tools.items()])))
 results.add("tools", {name: {"path": s.path, "version": s.version, "reason": s.reason} for name, s in tools.items()})
 

@@ -546,7 +546,8 @@ def validate_document(document: Any) -> None:
                 raise ValueError(f"bench document: records[{i}] has no error but no stats.median_ms/tops")
             expected = record["ops"] / (stats["median_ms"] * 1e-3) / 1e12
             if not math.isclose(record["tops"], expected, rel_tol=1e-6):
-                raise ValueError(f"bench document: records[{i}].tops {record['tops']} disagrees with ops/median ({expected})")
+                raise ValueError(f"bench document: records[{i}].tops {record['tops']} "
+                                 f"disagrees with ops/median ({expected})")
 
 
 # --------------------------------------------------------------------------- tables
@@ -577,7 +578,8 @@ def format_table(document: dict, peers: Sequence[str] = PEERS) -> str:
     """A plain-text table: one row per record, TOPS and the ratio to every peer in the run."""
     rows = peer_ratios(document["records"], peers)
     present = [p for p in peers if any(p in r["ratio"] for r in rows)]
-    header = ["shape", "causal", "backend", "mode", "median ms", "IQR ms", "TOPS"] + [f"x {p}" for p in present] + ["check"]
+    header = (["shape", "causal", "backend", "mode", "median ms", "IQR ms", "TOPS"] + [f"x {p}" for p in present]
+              + ["check"])
     lines = []
     for r in rows:
         shape = Shape(**r["shape"]).label

@@ -95,10 +95,12 @@ def measure_ceilings(device: torch.device, *, gemm_size: int = 8192, copy_bytes:
 
     shape = f"{m}x{n}x{k}"
     results = [
-        _measure("int8_gemm", "TOPS", f"torch._int_mm int8 {shape} (B column-major) -> int32", device, timing, int8_gemm),
+        _measure("int8_gemm", "TOPS", f"torch._int_mm int8 {shape} (B column-major) -> int32",
+                 device, timing, int8_gemm),
         _measure("fp8_gemm", "TOPS", f"torch._scaled_mm e4m3 {shape} -> bf16", device, timing, fp8_gemm),
         _measure("bf16_gemm", "TOPS", f"bf16 matmul {shape}", device, timing, bf16_gemm),
-        _measure("copy", "TB/s", f"device copy of {copy_bytes / 2**30:.2g} GiB, bytes read + written", device, timing, copy),
+        _measure("copy", "TB/s", f"device copy of {copy_bytes / 2**30:.2g} GiB, bytes read + written",
+                 device, timing, copy),
     ]
     return {c.name: dataclasses.asdict(c) for c in results}
 

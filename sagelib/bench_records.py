@@ -156,7 +156,8 @@ def recorded_banner(document: dict | None, path: Path | None, reason_not_measure
     where = path.relative_to(REPO_ROOT) if path and path.is_relative_to(REPO_ROOT) else path
     lines.append(
         f"**Shown below: RECORDED results**, measured {document.get('created_utc', 'at an unknown time')} "
-        f"on {device.get('name', 'an unknown device')} (driver {env.get('driver', '?')}, CUDA {env.get('cuda_runtime', '?')}, "
+        f"on {device.get('name', 'an unknown device')} (driver {env.get('driver', '?')}, "
+        f"CUDA {env.get('cuda_runtime', '?')}, "
         f"torch {env.get('torch', '?')}), source commit {commit}{dirty}; file `{where}`."
     )
     if document.get("command"):
@@ -203,7 +204,8 @@ def profile_backends(names, shape: str, *, causal: bool, mode: str = "end_to_end
         "schema": NCU_SCHEMA,
         "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "tool": {"ncu": ncu.version, "path": ncu.path, "reason": ncu.reason, "clock_control": "none"},
-        "device": bench.device_summary(torch.device("cuda")) if torch.cuda.is_available() else {"type": "cpu", "name": "cpu"},
+        "device": (bench.device_summary(torch.device("cuda")) if torch.cuda.is_available()
+                   else {"type": "cpu", "name": "cpu"}),
         "environment": bench.environment_or_reason(),
         "profiles": profiles,
     }

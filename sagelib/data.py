@@ -81,7 +81,8 @@ def load_specs(path: Path | str = SPEC_FILE) -> dict[str, InputSpec]:
     for name, entry in raw.items():
         unknown = set(entry) - allowed
         if unknown:
-            raise ValueError(f"{path}: input {name!r} has unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            raise ValueError(f"{path}: input {name!r} has unknown field(s) {sorted(unknown)}; "
+                             f"allowed: {sorted(allowed)}")
         for required in ("kind", "seed", "description"):
             if required not in entry:
                 raise ValueError(f"{path}: input {name!r} lacks {required!r}; add it")

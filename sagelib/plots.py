@@ -132,7 +132,8 @@ def bound_bars(rows: Sequence[Mapping], head_dim: int, conversion: str, title: s
 
     sel = [r for r in rows if r["head_dim"] == head_dim and r["conversion"] == conversion]
     return grouped_bars([r["structure"] for r in sel],
-                        {"floor (projection)": [r[FLOOR] for r in sel], "serial (projection)": [r[SERIAL] for r in sel]},
+                        {"floor (projection)": [r[FLOOR] for r in sel],
+                         "serial (projection)": [r[SERIAL] for r in sel]},
                         ylabel="TOPS", title=title, ax=ax)
 
 

@@ -91,7 +91,8 @@ class Figure:
     measured_on: str
 
     def text(self) -> str:
-        return f"{self.quantity} {amount_text(self.__dict__)} {self.unit} ({self.scope}; measured on {self.measured_on})"
+        return (f"{self.quantity} {amount_text(self.__dict__)} {self.unit} "
+                f"({self.scope}; measured on {self.measured_on})")
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -309,11 +310,14 @@ def _entry(check: _Checker, raw, index: int, seen: set) -> PriorWork:
     figures_raw = check.get(result, keys + ("result", "figures"), list)
     phase = raw.get("phase")
     if phase is not None and not isinstance(phase, str):
-        check.fail(keys + ("phase",), f"entry {index + 1} ({entry_id}) field 'phase': expected text or null, got {phase!r}",
+        check.fail(keys + ("phase",),
+                   f"entry {index + 1} ({entry_id}) field 'phase': expected text or null, got {phase!r}",
                    "write the phase label (e.g. P0) or null where the source does not give one")
     source_complete = raw.get("source_complete")
     if source_complete is not None and not isinstance(source_complete, bool):
-        check.fail(keys + ("source_complete",), f"entry {index + 1} ({entry_id}) field 'source_complete': expected true, false or null, got {source_complete!r}",
+        check.fail(keys + ("source_complete",),
+                   f"entry {index + 1} ({entry_id}) field 'source_complete': expected true, false or null, "
+                   f"got {source_complete!r}",
                    "write true, false, or null when the source does not say")
     return PriorWork(
         id=entry_id,

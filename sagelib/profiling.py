@@ -295,7 +295,8 @@ def summarize_kernel(metrics: dict) -> dict:
         "registers_per_thread": _value(metrics, "launch__registers_per_thread"),
         "shared_mem_per_block_bytes": _value(metrics, "launch__shared_mem_per_block")
         or total("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"),
-        "local_memory_bytes": total("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
+        "local_memory_bytes": total("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+                                    "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
         "smem_bank_conflicts": total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                                      "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
         "smem_wavefronts": total("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",

@@ -93,7 +93,8 @@ def _from_repo_root(path: Path) -> Path:
 
 def _check_key(key: Any, what: str) -> str:
     if not isinstance(key, str) or not key.strip():
-        raise ValueError(f"Results.{what}: key must be a non-empty string, got {key!r}; pass a short name like 'rel_l1'")
+        raise ValueError(f"Results.{what}: key must be a non-empty string, got {key!r}; "
+                         "pass a short name like 'rel_l1'")
     return key
 
 

@@ -34,7 +34,8 @@ def export_html(ipynb: Path, target: Path, name: str, failure: str | None = None
     """Write ``ipynb`` as an HTML report without code to ``target``.
 
     With the code hidden, a reader could not tell what the notebook ran on, so
-    ``parameters`` (the values the runner injected) are listed at the top. Without an executed notebook (the kernel never started) or when the export
+    ``parameters`` (the values the runner injected) are listed at the top.
+    Without an executed notebook (the kernel never started) or when the export
     itself fails, a short page saying so is written instead, so every notebook
     of a run has a report to link to.
     """
@@ -134,7 +135,8 @@ def index_html(folder: Path, summary: dict[str, Any], environment: dict[str, Any
             f"{len(notebooks)} notebook{'s' if len(notebooks) != 1 else ''}: {counts}",
             f"per-cell timeout {_e(summary['cell_timeout_s'])} s"]
     if summary.get("overrides"):
-        meta.append("overrides " + ", ".join(f"<code>{_e(k)}={_e(_short(v))}</code>" for k, v in summary["overrides"].items()))
+        meta.append("overrides " + ", ".join(f"<code>{_e(k)}={_e(_short(v))}</code>"
+                                             for k, v in summary["overrides"].items()))
     if summary.get("command"):
         meta.append(f"<code>{_e(summary['command'])}</code>")
     parts.append("<p class='meta'>" + " · ".join(meta) + "</p>")
@@ -177,18 +179,21 @@ def _notebook_table(folder: Path, notebooks: list[dict[str, Any]]) -> str:
 def _headline(key: str, item: dict[str, Any]) -> str:
     unit = f" {_e(item.get('unit'))}" if item.get("unit") else ""
     note = f" <span class='dim'>{_e(item['note'])}</span>" if item.get("note") else ""
-    return f"<div class='headline'><span class='key'>{_e(key)}</span> <b>{_e(_short(item.get('value')))}</b>{unit}{note}</div>"
+    return (f"<div class='headline'><span class='key'>{_e(key)}</span> "
+            f"<b>{_e(_short(item.get('value')))}</b>{unit}{note}</div>")
 
 
 def _environment_table(environment: dict[str, Any]) -> str:
     missing = environment.get("missing") or {}
     rows = []
     if environment.get("partial"):
-        rows.append(f"<tr><td>partial record</td><td class='failed'>{_e(environment.get('partial_reason', ''))}</td></tr>")
+        rows.append("<tr><td>partial record</td><td class='failed'>"
+                    f"{_e(environment.get('partial_reason', ''))}</td></tr>")
     for key, value in environment.items():
         if key in ("missing", "partial", "partial_reason"):
             continue
-        shown = _e(_short(value, 200)) if value is not None else f"<span class='dim'>{_e(missing.get(key, 'unknown'))}</span>"
+        shown = (_e(_short(value, 200)) if value is not None
+                 else f"<span class='dim'>{_e(missing.get(key, 'unknown'))}</span>")
         rows.append(f"<tr><td>{_e(key)}</td><td>{shown}</td></tr>")
     return f"<table class='kv env'>{''.join(rows)}</table>"
 
@@ -217,11 +222,13 @@ def _e(value: Any) -> str:
 
 
 _CSS = """
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1d2330}
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;\
+max-width:72rem;padding:0 1rem;color:#1d2330}
 h1{font-size:1.5rem;margin-bottom:.2rem} h2{font-size:1.15rem;margin-top:2rem}
 .tag{font-size:.9rem;font-weight:500;background:#eef1f6;border-radius:4px;padding:.1rem .45rem;vertical-align:middle}
 .meta{color:#566;margin-top:0} code{font:13px/1.3 ui-monospace,SFMono-Regular,Menlo,monospace}
-table{border-collapse:collapse;width:100%} th,td{text-align:left;vertical-align:top;padding:.45rem .6rem;border-bottom:1px solid #e3e6ec}
+table{border-collapse:collapse;width:100%} \
+th,td{text-align:left;vertical-align:top;padding:.45rem .6rem;border-bottom:1px solid #e3e6ec}
 th{background:#f6f7f9;font-weight:600} td.num{text-align:right;white-space:nowrap}
 td.ok{color:#17803d;font-weight:600} td.failed,.failed{color:#b42318;font-weight:600}
 .headline{margin:.1rem 0} .key{color:#445} .dim{color:#889;font-size:.9em}

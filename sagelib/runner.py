@@ -110,7 +110,8 @@ def parameters_cell_index(nb, path: str | os.PathLike) -> int:
             'mark the one cell of literal defaults with  # %% tags=["parameters"]'
         )
     if nb.cells[tagged[0]].cell_type != "code":
-        raise ValueError(f"{path}: the cell tagged 'parameters' is a {nb.cells[tagged[0]].cell_type} cell; tag a code cell")
+        raise ValueError(f"{path}: the cell tagged 'parameters' is a {nb.cells[tagged[0]].cell_type} cell; "
+                         "tag a code cell")
     return tagged[0]
 
 
@@ -259,7 +260,8 @@ def load_profiles(path: str | os.PathLike) -> dict[str, Profile]:
         for key, values in entries.items():
             if key == "cell_timeout_s":
                 if isinstance(values, bool) or not isinstance(values, (int, float)) or values <= 0:
-                    raise ValueError(f"{path}: {name}.cell_timeout_s must be a positive number of seconds, got {values!r}")
+                    raise ValueError(f"{path}: {name}.cell_timeout_s must be a positive number of seconds, "
+                                     f"got {values!r}")
                 timeout = values
             elif isinstance(values, dict) or values is None:
                 notebooks[str(key)] = dict(values or {})
@@ -277,7 +279,8 @@ def get_profile(profiles: dict[str, Profile], name: str, path: str | os.PathLike
     return profiles[name]
 
 
-def notebook_parameters(notebook: Notebook, profile: Profile, overrides: dict[str, Any], output_dir: Path) -> dict[str, Any]:
+def notebook_parameters(notebook: Notebook, profile: Profile, overrides: dict[str, Any],
+                        output_dir: Path) -> dict[str, Any]:
     """What papermill injects into ``notebook``: profile values, then overrides, then ``output_dir``."""
     values = profile.notebooks.get(notebook.name, {})
     unknown = sorted(set(values) - set(notebook.parameters))

@@ -20,8 +20,10 @@ print(format_ceilings(ceilings))
 g = torch.Generator(device=device)
 g.manual_seed(1)
 a, b = _rand((8192, 8192), torch.int8, device, g), _rand((8192, 8192), torch.int8, device, g)
-stats = summarize(time_calls([lambda: torch._int_mm(a, b)], device, TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1)))
+stats = summarize(time_calls([lambda: torch._int_mm(a, b)], device,
+                             TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1)))
 row_major = 2 * 8192**3 / (stats.median_ms * 1e-3) / 1e12
 print(f"int8 torch._int_mm with row-major B: {row_major:.1f} TOPS (median {stats.median_ms:.3f} ms)")
 with open(sys.argv[1], "w") as f:
-    json.dump({"ceilings": ceilings, "int8_row_major_b_tops": row_major, "int8_row_major_b_stats": stats.__dict__}, f, indent=1)
+    json.dump({"ceilings": ceilings, "int8_row_major_b_tops": row_major, "int8_row_major_b_stats": stats.__dict__},
+              f, indent=1)

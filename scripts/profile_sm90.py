@@ -88,7 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=0.0, help="keep launching for this long instead")
     parser.add_argument("--define", action="append", default=[], help="a -D option for the kernel build")
     parser.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0's first tile")
-    parser.add_argument("--cta-k", type=int, default=None, help="64: the three-consumer geometry (ops_sm90.geometry_for)")
+    parser.add_argument("--cta-k", type=int, default=None,
+                        help="64: the three-consumer geometry (ops_sm90.geometry_for)")
     parser.add_argument("--consumers", type=int, default=None,
                         help="build Sm90Geometry<consumers, cta_k> instead of the preset's (experiments)")
     parser.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")

@@ -63,7 +63,8 @@ def main(argv=None) -> int:
         return 2
     docs = documents(args.run_dir, args.command, args.annotation)
     card = bench_records._slug(docs[""]["device"]["name"])
-    targets = {suffix: Path(bench_records.resolve(args.out)) / f"{docs['']['created_utc'][:10]}-{card}-{args.stem}{suffix}.json"
+    targets = {suffix: Path(bench_records.resolve(args.out))
+               / f"{docs['']['created_utc'][:10]}-{card}-{args.stem}{suffix}.json"
                for suffix in docs}
     taken = [str(p) for p in targets.values() if p.exists()]
     if taken:

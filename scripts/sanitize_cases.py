@@ -41,7 +41,8 @@ def main() -> int:
         for (nq, nkv, d, layout, hq, hkv, causal, align, gran, _, dtype), cta_k in (
                 (case, cta_k) for cta_k in (None, 64) for case in sm90_cases):
             shape = lambda h, n: (1, h, n, d) if layout == "HND" else (1, n, h, d)  # noqa: E731
-            q, k, v = (torch.randn(shape(h, n), device="cuda", dtype=dtype) for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
+            q, k, v = (torch.randn(shape(h, n), device="cuda", dtype=dtype)
+                       for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
             out, lse = ops_sm90.attention(q, k, v, causal=causal, layout=layout, granularity=gran,
                                           causal_alignment=align, return_lse=True, cta_k=cta_k)
             torch.cuda.synchronize()

@@ -47,7 +47,8 @@ def test_tops_is_ops_per_second_in_tera():
 # --------------------------------------------------------------------------- statistics
 
 
-@pytest.mark.parametrize("values", [[5.0, 1.0, 4.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], [0.7], [2.0, 2.0, 9.0, 1.0, 1.5, 3.3, 8.0]])
+@pytest.mark.parametrize("values", [[5.0, 1.0, 4.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], [0.7],
+                                    [2.0, 2.0, 9.0, 1.0, 1.5, 3.3, 8.0]])
 def test_summarize_agrees_with_numpy_percentiles(values):
     stats = bench.summarize(values)
     q1, med, q3 = np.percentile(values, [25, 50, 75])
@@ -155,7 +156,8 @@ def test_random_inputs_are_fresh_and_not_zero():
 
 
 def _exact(q, k, v, causal):
-    return torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal).to(q.dtype)
+    return torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                            is_causal=causal).to(q.dtype)
 
 
 @pytest.mark.parametrize("causal", [False, True])

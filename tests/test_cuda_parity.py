@@ -138,7 +138,8 @@ ATTN_CASES = [
 def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, accum):
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    check = parity.check_attention(ops.attention, q, k, v, causal=causal, layout=layout, preset="sm89", granularity=gran,
+    check = parity.check_attention(ops.attention, q, k, v, causal=causal, layout=layout,
+                                   preset="sm89", granularity=gran,
                                    pv_accum=accum, causal_alignment=align)
     print(f"[parity] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: {check}")
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"

@@ -17,7 +17,8 @@ needs_nvcc = pytest.mark.skipif(check.nvcc_path() is None, reason="needs nvcc (t
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function '_Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif' for 'sm_90'
+ptxas info    : Compiling entry function \
+'_Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif' for 'sm_90'
 ptxas info    : Function properties for _Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif
     24 bytes stack frame, 20 bytes spill stores, 16 bytes spill loads
 ptxas info    : Used 255 registers, used 1 barriers, 24 bytes cumulative stack size
@@ -52,7 +53,8 @@ def test_a_partial_check_rewrites_only_its_own_baseline_entries():
     name = INSTANCES["attn_sm90.cu"][0]
     result = check.CheckResult([check.TargetResult("attn_sm90.cu", "sm_90a", True, [
         check.KernelReport(name, "attn_sm90.cu", "sm_90a", spill_stores=16)])], [])
-    previous = {f"{name}@sm_90a": 8, f"{INSTANCES['attn_sm90.cu'][1]}@sm_90a": 4, "attn_mma_kernel<128, false>@sm_89": 36}
+    previous = {f"{name}@sm_90a": 8, f"{INSTANCES['attn_sm90.cu'][1]}@sm_90a": 4,
+                "attn_mma_kernel<128, false>@sm_89": 36}
     spills = check.baseline_document(result, previous)["spill_store_bytes"]
     # the checked target's kernels are as measured now (the second one no longer spills), the others kept
     assert spills == {f"{name}@sm_90a": 16, "attn_mma_kernel<128, false>@sm_89": 36}

@@ -31,7 +31,8 @@ def _recorded_bench_document():
             ops = bench.attention_ops(shape, False)
             median = ops / (tops * 1e12) * 1e3
             records.append({
-                "backend": backend, "mode": "end_to_end", "shape": {"batch": batch, "heads": 32, "seq_q": n, "seq_kv": n,
+                "backend": backend, "mode": "end_to_end", "shape": {"batch": batch, "heads": 32,
+                                                                    "seq_q": n, "seq_kv": n,
                                                                     "head_dim": 128},
                 "causal": False, "dtype": "fp16", "layout": "HND", "ops": ops, "timer": "cuda-events",
                 "stats": {"median_ms": median, "iqr_ms": 0.01}, "tops": tops, "check": {"ok": True, "rel_l1": 0.001},
@@ -134,7 +135,8 @@ def test_04_without_gpu_reports_each_tool_and_the_recording(tmp_path):
 
 
 def test_short_kernel_names():
-    assert bench_records.short_kernel_name("void flash::flash_fwd_kernel<Traits<128, 64>, true>(Params)") == "flash_fwd_kernel"
+    assert (bench_records.short_kernel_name("void flash::flash_fwd_kernel<Traits<128, 64>, true>(Params)")
+            == "flash_fwd_kernel")
     assert bench_records.short_kernel_name("_attn_fwd") == "_attn_fwd"
 
 

@@ -113,7 +113,8 @@ def _rate(key, value):
 
 def test_interleaved_pair_rate_decides_whether_conversion_shares_the_exp2_unit():
     shared = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 8.1)])
-    separate = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 15.6), _rate("cvt_s32_f32", 39.0)])
+    separate = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 15.6),
+                                             _rate("cvt_s32_f32", 39.0)])
     assert shared.convert_shares_exp2_unit and not separate.convert_shares_exp2_unit
     arch = ownership.candidate("fa3_pingpong")
     b_shared = ownership.bounds(arch, 128, 2, 32, 16384, 16384, hw=shared)

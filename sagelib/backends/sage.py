@@ -96,4 +96,5 @@ class SageBackend(Backend):
         q_int8, q_scale, k_int8, k_scale = quant.per_block_int8(q, k_smoothed, sm_scale=sm_scale, tensor_layout=layout)
         v16 = v if v.dtype == torch.float16 else v.to(torch.float16)
         out_dtype = q.dtype
-        return lambda: kernel.forward(q_int8, k_int8, v16, q_scale, k_scale, tensor_layout=layout, output_dtype=out_dtype)
+        return lambda: kernel.forward(q_int8, k_int8, v16, q_scale, k_scale, tensor_layout=layout,
+                                      output_dtype=out_dtype)

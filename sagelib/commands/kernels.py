@@ -25,7 +25,8 @@ def register(subparsers) -> None:
                        help="record the current spills as accepted (kernels/check_baseline.json)")
     check.set_defaults(func=run_check_command)
     build = sub.add_parser("build", help="compile every kernel with NVRTC into the kernel cache (no GPU needed)")
-    build.add_argument("--arch", action="append", metavar="sm_XX", help="architecture preset (repeatable; default sm_90)")
+    build.add_argument("--arch", action="append", metavar="sm_XX",
+                       help="architecture preset (repeatable; default sm_90)")
     build.set_defaults(func=run_build_command)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 

@@ -241,7 +241,8 @@ def cmd_propose(args) -> int:
             raise UsageError(f"--{name} is required for a proposal")
     declarations = [reopening.Declaration(c, e) for c, e in zip(args.declare, args.evidence)]
     date = args.date or ledger.utc_now()[:10]
-    experiment = args.experiment or f"{date}-{reopening.technique_key(args.technique, prior_work.load(args.prior_work))}"
+    experiment = (args.experiment
+                  or f"{date}-{reopening.technique_key(args.technique, prior_work.load(args.prior_work))}")
     try:
         decision = reopening.propose(
             args.technique, args.fingerprint_source, reopening.parse_config(args.config), declarations,

@@ -107,7 +107,8 @@ def cmd_tools(args) -> int:
     from sagelib import profiling
 
     for name, status in profiling.tools().items():
-        print(f"{name:18s} {status.path + '  ' + (status.version or '') if status.available else 'absent: ' + status.reason}")
+        print(f"{name:18s} "
+              f"{status.path + '  ' + (status.version or '') if status.available else 'absent: ' + status.reason}")
     reason = profiling.ptxas_unavailable_reason()
     print(f"{'ptxas table':18s} {'available (sagelib profile ptxas)' if reason is None else 'absent: ' + reason}")
     return 0

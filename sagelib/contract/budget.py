@@ -31,7 +31,8 @@ class StageError:
     error: metrics.ErrorReport
 
 
-def error_budget(q, k, v, config: ContractConfig | None = None, layout: str = "HND", reference=None) -> list[StageError]:
+def error_budget(q, k, v, config: ContractConfig | None = None, layout: str = "HND",
+                 reference=None) -> list[StageError]:
     """One StageError per stage (that stage alone inexact), then the full contract."""
     config = config or ContractConfig()
     if reference is None:

@@ -4,6 +4,7 @@
 caches them by a hash of the source, every header in ``kernels/include`` and
 the options. ``launch`` runs them on torch tensors without copies (device
 pointers; DLPack views through ``as_cupy``), on torch's current stream.
-``ops`` gives them the contract's signatures; ``parity`` checks them against it. ``check`` compiles every kernel for every target with ``nvcc``
+``ops`` gives them the contract's signatures; ``parity`` checks them against it.
+``check`` compiles every kernel for every target with ``nvcc``
 and reads ptxas' resource report (``sagelib kernels check``).
 """

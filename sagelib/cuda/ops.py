@@ -421,7 +421,8 @@ def checked_options(target: KernelTarget, preset: str, options: dict, extra: tup
     allowed = _ATTENTION_OPTIONS + extra
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ValueError(f"options: unknown or unsupported by {target.name}: {unknown}; expected some of {list(allowed)}")
+        raise ValueError(f"options: unknown or unsupported by {target.name}: {unknown}; "
+                         f"expected some of {list(allowed)}")
     options = dict(options)
     if options.pop("lse_correction", "fp32") != "fp32":
         raise ValueError(f"lse_correction: {target.name} adds the smoothing correction in fp32; pass 'fp32'")

@@ -63,7 +63,8 @@ def default_sweep(n_values=(1, 17, 1000, 4099), head_dims=(64, 128)) -> list[Par
                 n_q=n_q, n_kv=n_kv, head_dim=head_dims[i % len(head_dims)], dtype=("fp16", "bf16")[i % 2],
                 layout=("HND", "NHD")[(i // 2) % 2], heads_q=(4, 8, 4)[i % 3], heads_kv=(4, 2, 1)[i % 3],
                 causal=bool(i % 3), alignment=("bottom_right", "top_left")[(i // 3) % 2],
-                granularity=("per_thread", "per_warp")[(i // 4) % 2], pv_accum=("fp32+fp32", "fp32+fp16")[(i // 5) % 2]))
+                granularity=("per_thread", "per_warp")[(i // 4) % 2],
+                pv_accum=("fp32+fp32", "fp32+fp16")[(i // 5) % 2]))
             i += 1
     return cases
 
@@ -184,7 +185,8 @@ def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: s
     qk_exact = _qk_bit_exact(q, k, case.layout, preset, case.granularity)
     v_exact = _v_bit_exact(q, k, v, case, backend, pv_accum)
     out, lse = _kernel_attention(backend)(q, k, v, return_lse=True, **kw)
-    row.update(kernel="run", qk_bit_exact=qk_exact, v_bit_exact=v_exact, **against_contract(out, lse, ref, ref_lse, exact))
+    row.update(kernel="run", qk_bit_exact=qk_exact, v_bit_exact=v_exact,
+               **against_contract(out, lse, ref, ref_lse, exact))
     row["passed"] = bool(qk_exact and v_exact and row["output_passed"])
     return row
 
