@@ -248,7 +248,8 @@ def bounds(arch: Architecture, head_dim: int, batch: int, heads: int, n_q: int, 
     if arch.mma == "wgmma":
         tensor = ops / hw.per_second(hw.wgmma_8bit_ops_per_clk)
     else:  # half the ops are Q.K^T (int8), half P.V (e4m3, or f16 on sm_90)
-        tensor = ops / 2 / hw.per_second(hw.mma_sync_8bit_ops_per_clk) + ops / 2 / hw.per_second(hw.mma_sync_pv_ops_per_clk)
+        tensor = (ops / 2 / hw.per_second(hw.mma_sync_8bit_ops_per_clk)
+                  + ops / 2 / hw.per_second(hw.mma_sync_pv_ops_per_clk))
     exp2 = scores / hw.per_second(hw.mufu_per_clk)
     convert = 0.0 if magic_convert else scores / hw.per_second(hw.cvt_i2f_per_clk)
     # fp16 q, k, v read once and the fp16 output written once (quantization fused or not, the floor)

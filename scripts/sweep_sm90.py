@@ -189,7 +189,8 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump({"schema": sweep_records.SCHEMA, "date": created[:10], "created_utc": created,
                        "device": bench.device_summary(torch.device("cuda")),
-                       "command": "python3 scripts/sweep_sm90.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                       "command": "python3 scripts/sweep_sm90.py "
+                                  + " ".join(argv if argv is not None else sys.argv[1:]),
                        "rows": rows}, f, indent=1)
     return 0
 

@@ -192,7 +192,8 @@ def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     # five divisors, alignment slack
     assert ops_sm90.shared_memory_bytes(64, 6) == (2 * 192 * 64 + 6 * 2 * 128 * 64 + 2 * 64 * 4 + 12 * 16 * (128 + 16)
                                                    + 8 * 16 + 8 + 5 * 12 + 1024)
-    with pytest.raises(ValueError, match=r"geometry: Geometry\(consumers=2, block_keys=64\) is not built at head_dim 64"):
+    with pytest.raises(ValueError,
+                       match=r"geometry: Geometry\(consumers=2, block_keys=64\) is not built at head_dim 64"):
         ops_sm90.check_stages(64, None, ops_sm90.Geometry(2, 64))
     k64 = ops_sm90.geometry_for(64)
     assert (k64.consumers, k64.block_keys, k64.threads, k64.cta_q) == (3, 64, 512, 192)
@@ -222,7 +223,8 @@ def test_parity_rows_name_the_kernel_and_its_mode():
 
 def test_sm89_permutation_moves_every_16_tokens():
     x = torch.arange(32, dtype=torch.uint8).view(torch.float8_e4m3fn).reshape(1, 32)
-    assert parity.sm89_permuted(x).flatten().tolist() == [*P.SM89_V_PERMUTATION, *(16 + t for t in P.SM89_V_PERMUTATION)]
+    expected = [*P.SM89_V_PERMUTATION, *(16 + t for t in P.SM89_V_PERMUTATION)]
+    assert parity.sm89_permuted(x).flatten().tolist() == expected
 
 
 def test_shared_memory_budget_and_stage_checks():
@@ -288,7 +290,8 @@ def test_both_kernels_read_the_same_flag_bits():
 
     mma = defines(KERNELS_DIR / "attn_mma.cu", "ATTN_")
     sm90 = defines(INCLUDE_DIR / "attn_sm90" / "mainloop.cuh", "SM90_")
-    for name, value in (("CAUSAL", ops.ATTN_CAUSAL), ("PER_THREAD", ops.ATTN_PER_THREAD), ("OUT_BF16", ops.ATTN_OUT_BF16)):
+    for name, value in (("CAUSAL", ops.ATTN_CAUSAL), ("PER_THREAD", ops.ATTN_PER_THREAD),
+                        ("OUT_BF16", ops.ATTN_OUT_BF16)):
         assert mma[name] == sm90[name] == value, name
 
 

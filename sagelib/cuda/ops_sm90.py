@@ -193,7 +193,8 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
-           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd, *(int(s) for s in out_hnd.stride()[:3]), lse,
+           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd,
+            *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
            shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
