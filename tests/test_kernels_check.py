@@ -17,8 +17,7 @@ needs_nvcc = pytest.mark.skipif(check.nvcc_path() is None, reason="needs nvcc (t
 
 PTXAS_LOG = """\
 ptxas info    : 0 bytes gmem
-ptxas info    : Compiling entry function \
-'_Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif' for 'sm_90'
+ptxas info    : Compiling entry function '_Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif' for 'sm_90'
 ptxas info    : Function properties for _Z15attn_mma_kernelILi64ELb1EEvPKaxxxS1_xxxPKhPKfS5_S5_PtxxxPfiiiiiiiiif
     24 bytes stack frame, 20 bytes spill stores, 16 bytes spill loads
 ptxas info    : Used 255 registers, used 1 barriers, 24 bytes cumulative stack size

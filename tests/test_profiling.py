@@ -9,32 +9,17 @@ from sagelib import profiling
 # ncu --csv --page raw: one wide row per kernel, units in the row under the header.
 RAW_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)
 ==PROF== Profiling "flash_fwd_kernel" - 0: 0%....50%....100% - 38 passes
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC",\
-"gpu__time_duration.sum","launch__registers_per_thread","sm__warps_active.avg.pct_of_peak_sustained_active",\
-"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active","l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",\
-"l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",\
-"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",\
-"dram__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","dram__bytes_write.sum",\
-"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",\
-"smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio",\
-"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
-"","","","","","","","","","","","us","register/thread","%","%","byte","byte","","","","%","Mbyte","Mbyte","ratio",\
-"ratio","ratio"
-"0","4242","python3","host","void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>(Flash_fwd_params)","1",\
-"7","(128, 1, 1)","(32, 32, 8)","0","9.0","2,345.67","255","24.51","61.2","0","0","1,024","0","65,536","12.5","805.31",\
-"268.44","0.31","1.85","0"
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","launch__registers_per_thread","sm__warps_active.avg.pct_of_peak_sustained_active","sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active","l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum","l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum","l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes_read.sum","dram__bytes_write.sum","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+"","","","","","","","","","","","us","register/thread","%","%","byte","byte","","","","%","Mbyte","Mbyte","ratio","ratio","ratio"
+"0","4242","python3","host","void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4>>(Flash_fwd_params)","1","7","(128, 1, 1)","(32, 32, 8)","0","9.0","2,345.67","255","24.51","61.2","0","0","1,024","0","65,536","12.5","805.31","268.44","0.31","1.85","0"
 ==PROF== Disconnected from process 4242
 '''
 
 # ncu --csv --page details: one long row per metric.
-DETAILS_CSV = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",\
-"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1","python3","h","k_a","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","Launch Statistics",\
-"launch__registers_per_thread","register/thread","168"
-"0","1","python3","h","k_a","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","Occupancy",\
-"sm__warps_active.avg.pct_of_peak_sustained_active","%","11.9"
-"1","1","python3","h","k_b","1","7","(64, 1, 1)","(10, 1, 1)","0","9.0","Launch Statistics",\
-"launch__registers_per_thread","register/thread","32"
+DETAILS_CSV = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
+"0","1","python3","h","k_a","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","Launch Statistics","launch__registers_per_thread","register/thread","168"
+"0","1","python3","h","k_a","1","7","(256, 1, 1)","(132, 1, 1)","0","9.0","Occupancy","sm__warps_active.avg.pct_of_peak_sustained_active","%","11.9"
+"1","1","python3","h","k_b","1","7","(64, 1, 1)","(10, 1, 1)","0","9.0","Launch Statistics","launch__registers_per_thread","register/thread","32"
 '''
 
 
