@@ -52,7 +52,7 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from sagelib import bench, bench_plots, bench_records, quant_breakdown, short_call
+from sagelib import bench, bench_plots, bench_records, quant_breakdown, short_call, targets
 from sagelib.bench_ceilings import format_ceilings, measure_ceilings
 from sagelib.results import Results
 
@@ -112,6 +112,30 @@ if document is not None:
 if document is not None:
     fig = bench_plots.speedup_vs_n(document, baseline=baseline, recorded=recorded)
     results.figure(fig, f"speedup_over_{baseline}")
+
+# %% [markdown]
+# ## Where the issues' targets stand
+# Each speed target of issues 4 and 6 (`sagelib.targets`, also `sagelib targets` on the command
+# line) read against the sweep above when it was measured now, otherwise against the newest
+# recorded bench document that measured the targets' cases. Peers' figures come from the same
+# document; a case the document lacks is shown as not measured, never as met.
+
+# %%
+live_statuses = targets.evaluate(document) if document is not None and not recorded else []
+if any(s.met is not None for s in live_statuses):
+    statuses, target_source = live_statuses, f"measured now ({torch.cuda.get_device_name()})"
+else:
+    target_document, target_path = targets.latest_document(bench_records.resolve(recorded_dir))
+    statuses = targets.evaluate(target_document) if target_document else []
+    target_source = f"RECORDED: {target_path.name}" if target_path else ""
+if statuses:
+    print(target_source)
+    print(targets.format_table(statuses))
+    results.add("targets", [{"issue": s.target.issue, "target": s.target.name, "measured": s.measured,
+                             "goal": s.goal, "unit": s.unit, "met": s.met, "missing": s.missing} for s in statuses])
+    results.figure(bench_plots.target_bars(statuses, f"The issues' speed targets, {target_source}"), "targets")
+else:
+    display(Markdown("No bench document measured now or recorded (`data/results/`) covers a target's case."))
 
 # %% [markdown]
 # ## Against the card's ceilings

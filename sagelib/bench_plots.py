@@ -200,3 +200,29 @@ def fusion_ceilings(rows: list[dict], title: str):
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def target_bars(statuses: list, title: str):
+    """Each target (:func:`sagelib.targets.evaluate`) as measured / goal: green where met, red where missed, a note
+    where the document did not measure it; the dashed line is the goal."""
+    fig, ax = plt.subplots(figsize=(11, 0.45 * len(statuses) + 1.4))
+    labels = [f"issue {s.target.issue}: {s.target.name}" for s in statuses]
+    ratios = [s.measured / s.goal if s.met is not None else 0.0 for s in statuses]
+    colors = ["tab:gray" if s.met is None else "tab:green" if s.met else "tab:red" for s in statuses]
+    bars = ax.barh(range(len(statuses)), ratios, color=colors)
+    notes = []
+    for s, ratio in zip(statuses, ratios):
+        if s.met is None:
+            notes.append("not measured")
+        else:
+            shown = f"{s.measured:.1%} of {s.goal:.0%}" if s.unit == "of copy" else f"{s.measured:.0f} of {s.goal:.0f}"
+            notes.append(f"{ratio:.2f}x ({shown})")
+    ax.bar_label(bars, labels=notes, fontsize=7, padding=2)
+    ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_yticks(range(len(statuses)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.35 * max(ratios + [1.0]))
+    ax.set_xlabel("measured / goal (dashed: the goal)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -15,6 +15,7 @@ import sys
 COMMAND_MODULES = (
     "sagelib.commands.run",
     "sagelib.commands.bench",
+    "sagelib.commands.targets",
     "sagelib.commands.profile",
     "sagelib.commands.log",
     "sagelib.commands.inventory",

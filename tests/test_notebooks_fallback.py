@@ -88,6 +88,20 @@ def test_03_shows_recorded_quantizer_figures_against_the_copy(tmp_path):
     assert headline["value"] == 70.0 and headline["unit"] == "%" and "RECORDED 2026-11-29" in headline["note"]
 
 
+def test_03_reads_the_targets_against_the_recorded_bench(tmp_path):
+    recorded = tmp_path / "recorded"
+    document = _recorded_bench_document()
+    document["records"].append({**document["records"][-1], "backend": "cuda-sm90", "tops": 900.0})  # N16384 D128
+    bench_records.save(document, recorded, stem="bench-targets")
+    values, html = _run(tmp_path, "03_performance", recorded)
+    assert "targets" in {f["name"] for f in values["figures"]}
+    rows = {r["target"]: r for r in values["values"]["targets"]}
+    assert rows["Hopper kernel, D128 N16384, end to end"]["measured"] == 900.0
+    assert rows["Hopper kernel, D128 N16384, end to end"]["met"] is False
+    assert rows["Hopper kernel, D64 N16384, end to end"]["met"] is None  # not in the document: not measured
+    assert "missed, 10% short" in html
+
+
 def test_03_draws_the_recorded_fusion_ceilings(tmp_path):
     recorded = tmp_path / "recorded"
     recorded.mkdir()

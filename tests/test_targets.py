@@ -1,0 +1,111 @@
+"""sagelib.targets and `sagelib targets`: the issues' speed targets against a bench document."""
+
+import json
+
+import pytest
+
+from sagelib import bench, cli, targets
+
+
+def _record(backend, mode, spec, causal, tops):
+    shape = bench.parse_shape(spec)
+    return {"backend": backend, "mode": mode, "shape": {"batch": shape.batch, "heads": shape.heads,
+                                                        "seq_q": shape.seq_q, "seq_kv": shape.seq_kv,
+                                                        "head_dim": shape.head_dim},
+            "causal": causal, "dtype": "fp16", "tops": tops, "error": None}
+
+
+def _document(created="2026-11-30T00:00:00Z", **tops):
+    """A bench document with the targets' cases at the TOPS given (defaults below), quantizers at 3.0 of 4.0 TB/s."""
+    figures = {"portable": 400.0, "d128": 1010.0, "causal": 850.0, "d64": 640.0, "n1024": 500.0, "cudnn1024": 600.0,
+               "kernel": 900.0, **tops}
+    records = [_record("cuda-per-warp-fp16", "end_to_end", "2:32:16384:128", False, figures["portable"]),
+               _record("cuda-sm90", "end_to_end", "2:32:16384:128", False, figures["d128"]),
+               _record("cuda-sm90", "end_to_end", "2:32:16384:128", True, figures["causal"]),
+               _record("cuda-sm90", "end_to_end", "2:32:16384:64", False, figures["d64"]),
+               _record("cuda-sm90", "end_to_end", "32:32:1024:128", False, figures["n1024"]),
+               _record("sdpa-cudnn", "end_to_end", "32:32:1024:128", False, figures["cudnn1024"]),
+               _record("cuda-sm90", "kernel_only", "2:32:16384:128", False, figures["kernel"])]
+    return {"schema": bench.SCHEMA, "created_utc": created, "device": {"name": "Test GPU"},
+            "environment": {"git_commit": "abc1234"}, "records": records,
+            "quantizers": {"copy_tb_s": 4.0, "rows": [{"shape": "2:32:16384:128", "what": "all quantization (prepare)",
+                                                       "tb_s": 3.0, "gpu_tb_s": 3.2}]}}
+
+
+def test_each_target_reads_its_own_case():
+    got = {s.target.name: s for s in targets.evaluate(_document())}
+    portable = got["portable kernel, D128 N16384, end to end"]
+    assert (portable.measured, portable.goal, portable.met) == (400.0, 550.0, False)
+    assert portable.shortfall == pytest.approx(1 - 400 / 550)
+    assert got["Hopper kernel, D128 N16384, end to end"].met is True
+    assert got["Hopper kernel, D128 N16384, end to end"].shortfall == 0.0
+    assert got["Hopper kernel, D128 N16384 causal, end to end"].measured == 850.0  # the causal record, not the other
+    assert got["Hopper kernel, D64 N16384, end to end"].met is False
+    n1024 = got["Hopper kernel, N1024 B32 D128, end to end"]
+    assert (n1024.measured, n1024.goal, n1024.met) == (500.0, 600.0, False)  # the peer's figure is the goal
+    quant = got["quantizers together, D128 N16384"]
+    assert quant.measured == pytest.approx(0.75) and quant.met and "80.0% replayed from a CUDA graph" in quant.note
+
+
+def test_the_kernel_only_bar_must_be_passed_not_equalled():
+    equal = targets.evaluate(_document(kernel=targets.SAGE2_SM90_KERNEL_ONLY_TOPS))
+    assert next(s for s in equal if s.target.mode == "kernel_only").met is False
+
+
+def test_a_case_the_document_lacks_is_not_measured_not_missed():
+    document = _document()
+    document["records"] = [r for r in document["records"] if r["backend"] != "sdpa-cudnn"]
+    del document["quantizers"]
+    got = {s.target.name: s for s in targets.evaluate(document)}
+    n1024 = got["Hopper kernel, N1024 B32 D128, end to end"]
+    assert n1024.met is None and n1024.shortfall is None
+    assert n1024.missing == "no sdpa-cudnn end_to_end 32:32:1024:128 record"
+    assert got["quantizers together, D128 N16384"].met is None
+    text = targets.format_table(list(got.values()))
+    assert "not measured: no sdpa-cudnn end_to_end 32:32:1024:128 record" in text and "missed, 27% short" in text
+
+
+def test_an_unknown_target_kind_is_refused():
+    odd = targets.Target(6, "odd", "cuda-sm90", "end_to_end", "2:32:16384:128", False, "median")
+    with pytest.raises(ValueError, match="kind must be tops, above_tops, peer or copy_share, got 'median'"):
+        targets.evaluate(_document(), (odd,))
+
+
+def test_the_latest_document_is_the_newest_that_measured_the_most(tmp_path):
+    full, partial = _document("2026-11-01T00:00:00Z"), _document("2026-11-02T00:00:00Z")
+    partial["records"] = partial["records"][1:2]  # newer, but only the D128 case
+    for name, doc in (("2026-11-01-x-bench-a.json", full), ("2026-11-02-x-bench-b.json", partial)):
+        (tmp_path / name).write_text(json.dumps(doc))
+    document, path = targets.latest_document(tmp_path)
+    assert path.name == "2026-11-01-x-bench-a.json"
+    assert targets.latest_document(tmp_path / "empty") == (None, None)
+
+
+def test_the_committed_recordings_give_every_target_a_figure():
+    document, path = targets.latest_document()
+    assert path is not None
+    assert all(s.met is not None for s in targets.evaluate(document))
+
+
+def test_the_command_prints_the_table_and_strict_fails_on_a_miss(tmp_path, capsys):
+    source = tmp_path / "bench.json"
+    source.write_text(json.dumps(_document()))
+    assert cli.main(["targets", "--from", str(source)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{source} (Test GPU, 2026-11-30T00:00:00Z, tree abc1234)")
+    assert "missed, 27% short" in out and out.count("\n") == 2 + len(targets.TARGETS)
+    assert cli.main(["targets", "--from", str(source), "--strict"]) == 1
+    met = tmp_path / "met.json"
+    met.write_text(json.dumps(_document(portable=560.0, causal=900.0, d64=650.0, n1024=600.0)))
+    assert cli.main(["targets", "--from", str(met), "--strict"]) == 0
+
+
+def test_the_command_refuses_a_file_that_is_not_a_bench_document(tmp_path, capsys):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "sagelib.quant_breakdown/1", "rows": []}))
+    assert cli.main(["targets", "--from", str(other)]) == 2
+    assert "expected a sagelib.bench/1 document" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    assert cli.main(["targets", "--from", str(broken)]) == 2
+    assert "is not JSON" in capsys.readouterr().err
