@@ -189,11 +189,17 @@ class TimingConfig:
     #: The rotated input sets together hold at least this many times the L2 size.
     l2_multiple: float = 2.0
     max_buffers: int = 8
+    #: Idle seconds before each timed set of calls. Under sustained load the H200 holds its power cap by lowering
+    #: the SM clock (1,500-1,600 MHz after 20 s, against 1,980), and a case timed right after heavy ones inherits
+    #: that: the N=1024 call measured 18% slower after 20 s of cuDNN at N=16384 than cold (EXPERIMENT_LOG seq 104).
+    cooldown_s: float = 0.0
 
     def __post_init__(self):
         for name in ("warmup", "reps", "min_reps", "max_buffers"):
             if getattr(self, name) < (0 if name == "warmup" else 1):
                 raise ValueError(f"TimingConfig: {name} must be positive, got {getattr(self, name)}")
+        if not self.cooldown_s >= 0:
+            raise ValueError(f"TimingConfig: cooldown_s must be 0 or more seconds, got {self.cooldown_s!r}")
         if self.min_reps > self.reps:
             raise ValueError(f"TimingConfig: min_reps ({self.min_reps}) exceeds reps ({self.reps})")
 
@@ -203,7 +209,8 @@ def timer_name(device: torch.device) -> str:
 
 
 def time_calls(calls: Sequence[Callable[[], Any]], device: torch.device, config: TimingConfig) -> list[float]:
-    """Time ``calls[i % len(calls)]`` for i in range(reps) after warm-up; milliseconds each.
+    """Time ``calls[i % len(calls)]`` for i in range(reps) after ``config.cooldown_s`` idle and a warm-up;
+    milliseconds each.
 
     The number of repetitions is ``config.reps``, reduced (not below ``min_reps``) when the
     warm-up shows they would take longer than ``config.budget_s``.
@@ -211,6 +218,9 @@ def time_calls(calls: Sequence[Callable[[], Any]], device: torch.device, config:
     if not calls:
         raise ValueError("time_calls: calls is empty; pass one closure per input buffer")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if config.cooldown_s > 0:
+        sync()
+        time.sleep(config.cooldown_s)
     start = time.perf_counter()
     for i in range(max(config.warmup, 1)):
         calls[i % len(calls)]()

@@ -38,7 +38,12 @@ def main(argv=None) -> int:
     parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS),
                         help="comma-separated backends (unavailable ones are reported and skipped)")
     parser.add_argument("--shapes", default=None, help="comma-separated B:H:N:D (default: the issue's shapes)")
+    parser.add_argument("--cooldown-s", type=float, default=2.0,
+                        help="idle seconds before each timed case (default 2: a case right after heavy ones "
+                             "otherwise starts under the power cap; EXPERIMENT_LOG seq 104)")
     args = parser.parse_args(argv)
+    if not args.cooldown_s >= 0:
+        parser.error(f"--cooldown-s: expected 0 or more seconds, got {args.cooldown_s}")
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing measured", file=sys.stderr)
         return 2
@@ -62,7 +67,7 @@ def main(argv=None) -> int:
     names = [n for n in names if available.get(n, "unknown") is None]
     plan = bench.SweepPlan(backends=names, shapes=bench.parse_shapes(shapes),
                            causal=[False, True], timing=bench.TimingConfig(reps=20 if not args.quick else 10,
-                                                                           budget_s=1.5))
+                                                                           budget_s=1.5, cooldown_s=args.cooldown_s))
     document = bench.run_sweep(plan, torch.device("cuda"), command="python3 scripts/bench_cuda.py",
                                progress=False)
     document["quantizers"] = {"copy_tb_s": quantizers["copy_tb_s"], "rows": quantizers["rows"]}

@@ -76,6 +76,9 @@ def test_timing_config_refuses_nonsense():
         TimingConfig(reps=0)
     with pytest.raises(ValueError, match="min_reps"):
         TimingConfig(reps=3, min_reps=5)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="TimingConfig: cooldown_s must be 0 or more seconds"):
+            TimingConfig(cooldown_s=bad)
 
 
 # --------------------------------------------------------------------------- parsing
@@ -132,6 +135,16 @@ def test_time_calls_rotates_through_every_buffer():
     times = bench.time_calls(calls, CPU, TimingConfig(warmup=2, reps=6, min_reps=1, budget_s=100))
     assert len(times) == 6 and all(t >= 0 for t in times)
     assert seen == [0, 1] + [0, 1, 2, 0, 1, 2]  # warm-up, then timed reps in rotation
+
+
+def test_time_calls_idles_for_the_cooldown_before_the_warm_up(monkeypatch):
+    slept, order = [], []
+    monkeypatch.setattr(bench.time, "sleep", lambda s: (slept.append(s), order.append("sleep")))
+    bench.time_calls([lambda: order.append("call")], CPU, TimingConfig(warmup=1, reps=2, min_reps=1, cooldown_s=1.5))
+    assert slept == [1.5] and order == ["sleep", "call", "call", "call"]
+    slept.clear()
+    bench.time_calls([lambda: None], CPU, TimingConfig(warmup=1, reps=2, min_reps=1))
+    assert slept == []  # the default: no idle
 
 
 def test_time_calls_cuts_reps_to_the_budget_but_not_below_min():
@@ -316,6 +329,7 @@ def test_ceilings_are_measured_or_say_why_not():
     (["--causal", "perhaps"], "--causal: expected no, yes or no,yes"),
     (["--dtype", "fp8"], "--dtype: expected one of fp16, bf16"),
     (["--device", "tpu"], "--device: expected cuda or cpu"),
+    (["--cooldown-s", "-2"], "--cooldown-s: expected 0 or more seconds, got -2.0"),
     (["--device", "cpu", "--backends", "sdpa-flash"], "'sdpa-flash' cannot run on this machine"),
 ])
 def test_cli_errors_are_one_line_exit_2(sagelib_cli, argv, message):

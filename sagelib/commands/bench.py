@@ -37,6 +37,9 @@ def register(subparsers) -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
     parser.add_argument("--budget-s", type=float, default=2.0,
                         help="fewer repetitions (not under 5) when a case would take longer (default 2 s)")
+    parser.add_argument("--cooldown-s", type=float, default=0.0,
+                        help="idle seconds before each timed case, so none starts under the power cap a heavy case "
+                             "before it left (default 0)")
     parser.add_argument("--no-kernel-only", action="store_true",
                         help="skip the kernel-only timing of quantized backends")
     parser.add_argument("--ceilings", choices=("measure", "skip"), default="measure",
@@ -75,7 +78,10 @@ def _plan(args):
     parsed("--dtype", parse_dtype, args.dtype)
     if args.reps < 1 or args.warmup < 0:
         raise UsageError(f"--reps/--warmup: expected reps >= 1 and warmup >= 0, got {args.reps} and {args.warmup}")
-    timing = TimingConfig(warmup=args.warmup, reps=args.reps, min_reps=min(5, args.reps), budget_s=args.budget_s)
+    if not args.cooldown_s >= 0:
+        raise UsageError(f"--cooldown-s: expected 0 or more seconds, got {args.cooldown_s}")
+    timing = TimingConfig(warmup=args.warmup, reps=args.reps, min_reps=min(5, args.reps), budget_s=args.budget_s,
+                          cooldown_s=args.cooldown_s)
     if args.layout not in ("HND", "NHD"):
         raise UsageError(f"--layout: expected HND or NHD, got {args.layout!r}")
     if args.device not in ("cuda", "cpu"):

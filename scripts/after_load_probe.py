@@ -1,0 +1,74 @@
+"""Does a short case measure slower right after sustained load? (sm_90 GPU with cuDNN)
+
+Usage (repository root):  python3 scripts/after_load_probe.py [--load-s 20] [--idle-s 10]
+
+Times the B32 H32 N1024 D128 call of the cuda-sm90 backend, its kernel alone and cuDNN's call:
+cold, then after --load-s seconds of back-to-back B2 H32 N16384 D128 calls (of cuda-sm90, then of
+cuDNN), and again after --idle-s seconds idle. After each probe it prints nvidia-smi's SM and memory
+clocks, temperatures, power and active clock-throttle reasons (0x4: the software power cap). It
+measured why one full bench's N1024 case ran 0.15 ms slow (EXPERIMENT_LOG seq 103-104), and is
+the check for TimingConfig.cooldown_s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from sagelib import backends, bench
+
+SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,temperature.memory,power.draw,clocks_throttle_reasons.active"
+
+
+def smi() -> str:
+    result = subprocess.run(["nvidia-smi", f"--query-gpu={SMI_FIELDS}", "--format=csv,noheader"],
+                            capture_output=True, text=True)
+    return result.stdout.strip() or f"nvidia-smi failed: {result.stderr.strip()}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--load-s", type=float, default=20.0, help="seconds of back-to-back heavy calls")
+    parser.add_argument("--idle-s", type=float, default=10.0, help="seconds idle before the next probe")
+    args = parser.parse_args(argv)
+    if args.load_s <= 0 or args.idle_s < 0:
+        parser.error(f"--load-s/--idle-s: expected load > 0 and idle >= 0 seconds, got {args.load_s}, {args.idle_s}")
+    reason = backends.get("cuda-sm90", require_available=False).unavailable_reason() \
+        or backends.get("sdpa-cudnn", require_available=False).unavailable_reason()
+    if reason:
+        print(f"nothing measured: {reason}", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda")
+    sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
+    small = [torch.randn(32, 32, 1024, 128, device=dev, dtype=torch.float16) for _ in range(3)]
+    big = [torch.randn(2, 32, 16384, 128, device=dev, dtype=torch.float16) for _ in range(3)]
+    config = bench.TimingConfig(warmup=3, reps=30, min_reps=5, budget_s=2.0)
+    kernel = sm90.kernel_only(*small)
+
+    def ms(fn):
+        return statistics.median(bench.time_calls([fn], dev, config))
+
+    def probe(tag):
+        call, alone, peer = ms(lambda: sm90.attention(*small)), ms(kernel), ms(lambda: cudnn.attention(*small))
+        print(f"{tag:<30} call {call:.3f} ms  kernel {alone:.3f}  call - kernel {call - alone:.3f}  cuDNN {peer:.3f}")
+        print(f"  nvidia-smi (sm MHz, mem MHz, gpu C, mem C, W, throttle): {smi()}", flush=True)
+
+    probe("cold")
+    for name, backend in (("cuda-sm90", sm90), ("sdpa-cudnn", cudnn)):
+        start = time.time()
+        while time.time() - start < args.load_s:
+            backend.attention(*big)
+        torch.cuda.synchronize()
+        probe(f"after {args.load_s:g} s of {name} N16384")
+        time.sleep(args.idle_s)
+        probe(f"after {args.idle_s:g} s idle")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
