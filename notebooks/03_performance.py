@@ -38,6 +38,7 @@ causal_modes = [False, True]
 dtype = "fp16"
 reps = 20
 budget_s = 0.4
+cooldown_s = 0.0  # idle before each timed case; 2 s keeps short cases out of the power cap heavy ones leave (seq 104)
 baseline = "sdpa-cudnn"
 quantizer_shapes = ["2:32:16384:128", "32:32:1024:128"]
 short_call_shapes = ["B32 H32 N1024 D128", "B32 H32 N1024 D64"]
@@ -78,7 +79,8 @@ if not_live is None:
     ceilings = measure_ceilings(torch.device("cuda"))
     print(format_ceilings(ceilings))
     plan = bench_records.curve_plan(usable, head_dims=head_dims, seq_lens=seq_lens, tokens=tokens, heads=heads,
-                                    causal_modes=causal_modes, dtype=dtype, reps=reps, budget_s=budget_s)
+                                    causal_modes=causal_modes, dtype=dtype, reps=reps, budget_s=budget_s,
+                                    cooldown_s=cooldown_s)
     document = bench.run_sweep(plan, torch.device("cuda"), ceilings=ceilings,
                                command=f"notebook 03_performance (output_dir={output_dir})")
     # the quantizers' bandwidth, plotted below, kept in the same document (and recording)

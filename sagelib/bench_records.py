@@ -49,12 +49,14 @@ def usable_backends(names) -> tuple[list[str], dict[str, str]]:
 
 
 def curve_plan(backends, *, head_dims, seq_lens, tokens: int, heads: int, causal_modes, dtype: str = "fp16",
-               reps: int = 20, budget_s: float = 0.5, kernel_only: bool = True) -> bench.SweepPlan:
-    """TOPS against N at a fixed token count (B = tokens // N, at least 1), every head_dim."""
+               reps: int = 20, budget_s: float = 0.5, kernel_only: bool = True,
+               cooldown_s: float = 0.0) -> bench.SweepPlan:
+    """TOPS against N at a fixed token count (B = tokens // N, at least 1), every head_dim; ``cooldown_s`` as
+    :class:`sagelib.bench.TimingConfig`'s."""
     if not seq_lens or not head_dims:
         raise ValueError("curve_plan: seq_lens and head_dims must be non-empty lists, e.g. [1024, 4096] and [128]")
     shapes = [bench.Shape(max(1, tokens // n), heads, n, n, d) for d in head_dims for n in seq_lens]
-    timing = bench.TimingConfig(warmup=3, reps=reps, min_reps=min(5, reps), budget_s=budget_s)
+    timing = bench.TimingConfig(warmup=3, reps=reps, min_reps=min(5, reps), budget_s=budget_s, cooldown_s=cooldown_s)
     return bench.SweepPlan(backends=list(backends), shapes=shapes, causal=list(causal_modes), dtype=dtype,
                            kernel_only=kernel_only, timing=timing)
 

@@ -13,6 +13,10 @@ def test_curve_plan_keeps_tokens_fixed():
     assert [(s.batch, s.seq_q, s.head_dim) for s in plan.shapes] == [
         (32, 1024, 64), (1, 32768, 64), (1, 65536, 64), (32, 1024, 128), (1, 32768, 128), (1, 65536, 128)]
     assert plan.causal == [False, True] and plan.timing.reps == 7 and plan.timing.min_reps == 5
+    assert plan.timing.cooldown_s == 0.0
+    cooled = bench_records.curve_plan(["sdpa-cudnn"], head_dims=[128], seq_lens=[1024], tokens=1024, heads=1,
+                                      causal_modes=[False], cooldown_s=2.0)
+    assert cooled.timing.cooldown_s == 2.0
     with pytest.raises(ValueError, match="non-empty"):
         bench_records.curve_plan(["x"], head_dims=[], seq_lens=[1024], tokens=1, heads=1, causal_modes=[False])
 
