@@ -67,7 +67,7 @@ class Status:
     unit: str
     met: bool | None
     missing: str = ""
-    note: str = ""  #: context the figure needs, e.g. the quantizers' share timed from a CUDA graph
+    note: str = ""  #: context the figure needs, e.g. the quantizers' share timed as Python calls
 
     @property
     def shortfall(self) -> float | None:
@@ -90,14 +90,15 @@ def _tops(document: dict, backend: str, mode: str, shape: str, causal: bool) -> 
 
 
 def _copy_shares(document: dict, shape: str) -> tuple[float | None, float | None]:
-    """The quantizers' share of the copy bandwidth at ``shape``: timed as Python calls, and replayed from a CUDA
-    graph (None where the document lacks it)."""
+    """The quantizers' share of the copy bandwidth at ``shape``: replayed from a CUDA graph (their GPU time, what
+    the target is about: memory traffic), and timed as Python calls (host launch costs included); None where the
+    document lacks it. Older documents without the graph figure give the call figure first."""
     quantizers = document.get("quantizers") or {}
     copy = quantizers.get("copy_tb_s")
     for row in quantizers.get("rows", []):
         if row.get("shape") == shape and row.get("what", "").startswith("all quantization") and copy:
-            graph = row.get("gpu_tb_s")
-            return float(row["tb_s"]) / float(copy), (float(graph) / float(copy) if graph else None)
+            call, graph = float(row["tb_s"]) / float(copy), row.get("gpu_tb_s")
+            return (float(graph) / float(copy), call) if graph else (call, None)
     return None, None
 
 
@@ -107,10 +108,10 @@ def evaluate(document: dict, targets: tuple[Target, ...] = TARGETS) -> list[Stat
     for t in targets:
         case = f"{t.backend} {t.mode} {t.shape}{' causal' if t.causal else ''}"
         if t.kind == "copy_share":
-            share, graph = _copy_shares(document, t.shape)
+            share, call = _copy_shares(document, t.shape)
             statuses.append(Status(t, share, t.goal, "of copy", None if share is None else share >= t.goal,
                                    "" if share is not None else f"no 'all quantization' row at {t.shape}",
-                                   f"{graph:.1%} replayed from a CUDA graph" if graph is not None else ""))
+                                   f"GPU time; {call:.1%} timed as Python calls" if call is not None else ""))
             continue
         measured = _tops(document, t.backend, t.mode, t.shape, t.causal)
         goal = t.goal
