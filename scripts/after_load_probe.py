@@ -1,6 +1,7 @@
 """Does a short case measure slower right after sustained load? (sm_90 GPU with cuDNN)
 
 Usage (repository root):  python3 scripts/after_load_probe.py [--load-s 20] [--idle-s 10]
+                          python3 scripts/after_load_probe.py --clock-trace [--load-s 10]
 
 Times the B32 H32 N1024 D128 call of the cuda-sm90 backend, its kernel alone and cuDNN's call:
 cold, then after --load-s seconds of back-to-back B2 H32 N16384 D128 calls (of cuda-sm90, then of
@@ -8,6 +9,10 @@ cuDNN), and again after --idle-s seconds idle. After each probe it prints nvidia
 clocks, temperatures, power and active clock-throttle reasons (0x4: the software power cap). It
 measured why one full bench's N1024 case ran 0.15 ms slow (EXPERIMENT_LOG seq 103-104), and is
 the check for TimingConfig.cooldown_s.
+
+With --clock-trace it instead runs back-to-back B2 H32 N16384 D128 calls (cuda-sm90's kernel alone,
+then cuDNN's call) for --load-s seconds each, from idle, while nvidia-smi samples the SM clock, power
+and throttle reasons every 100 ms: how soon a bench-length measurement meets the power cap.
 """
 
 from __future__ import annotations
@@ -31,10 +36,40 @@ def smi() -> str:
     return result.stdout.strip() or f"nvidia-smi failed: {result.stderr.strip()}"
 
 
+def clock_trace(load_s: float, idle_s: float) -> None:
+    """nvidia-smi samples (every 100 ms) while each heavy call runs back to back for ``load_s`` from idle."""
+    dev = torch.device("cuda")
+    sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
+    big = [torch.randn(2, 32, 16384, 128, device=dev, dtype=torch.float16) for _ in range(3)]
+    loads = (("cuda-sm90 kernel only", sm90.kernel_only(*big)), ("sdpa-cudnn", lambda: cudnn.attention(*big)))
+    for name, fn in loads:
+        fn()
+        torch.cuda.synchronize()
+        time.sleep(idle_s)
+        sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu=timestamp,{SMI_FIELDS}", "--format=csv,noheader",
+                                    "-lms", "100"], stdout=subprocess.PIPE, text=True)
+        start, calls = time.time(), 0
+        while time.time() - start < load_s:
+            fn()
+            calls += 1
+            if calls % 10 == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        elapsed = time.time() - start
+        sampler.terminate()
+        samples = sampler.communicate()[0].strip().splitlines()
+        print(f"== {name}: {calls} calls in {elapsed:.1f} s ({1e3 * elapsed / calls:.2f} ms each); nvidia-smi every "
+              f"100 ms (time, sm MHz, mem MHz, gpu C, mem C, W, throttle):")
+        for line in samples:
+            print("  " + line)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load-s", type=float, default=20.0, help="seconds of back-to-back heavy calls")
     parser.add_argument("--idle-s", type=float, default=10.0, help="seconds idle before the next probe")
+    parser.add_argument("--clock-trace", action="store_true",
+                        help="sample the SM clock and power while heavy calls run from idle, instead of the probe")
     args = parser.parse_args(argv)
     if args.load_s <= 0 or args.idle_s < 0:
         parser.error(f"--load-s/--idle-s: expected load > 0 and idle >= 0 seconds, got {args.load_s}, {args.idle_s}")
@@ -43,6 +78,9 @@ def main(argv=None) -> int:
     if reason:
         print(f"nothing measured: {reason}", file=sys.stderr)
         return 2
+    if args.clock_trace:
+        clock_trace(args.load_s, args.idle_s)
+        return 0
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
     small = [torch.randn(32, 32, 1024, 128, device=dev, dtype=torch.float16) for _ in range(3)]
