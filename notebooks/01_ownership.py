@@ -521,7 +521,9 @@ else:
 # kernel-only figure (above), and the step time that 1000 TOPS kernel only would need (end to end
 # needs more: the quantizers' passes come on top). On the 2026-11-30 recordings the projection
 # gave 876 TOPS against 874 measured, and 1000 would need a step of ~1,100 cycles beside the other
-# consumer's work: less than beside its batch alone, without the fold.
+# consumer's work: less than beside its batch alone, without the fold. The clock is the cold one:
+# within ~0.2 s of N=16384 load the card reaches its power cap, and there the kernel runs at a median
+# 1,875 MHz and cuDNN at 1,515 (log seq 105), so a sustained run lands ~5% below the projection.
 
 # %%
 if beside_runs:
