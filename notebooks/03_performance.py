@@ -223,16 +223,15 @@ else:
 # (Q's measured as costly as its pass, log seq 51 and 76), and K's mean and V's channel amax still
 # need a statistics pass over K and V. A fusion whose bar does not cross its target line cannot
 # reach the target built (log seq 101). Measured now on an sm_90 GPU with cuDNN; otherwise the
-# newest recording.
+# newest recording (the cell says why nothing was measured).
 
 # %%
-from sagelib.cuda import ops_sm90
-
-if not_live is None and ops_sm90.unavailable_reason() is None:
+if not_live is None and quant_breakdown.unavailable_reason() is None:
     ceiling_shapes = bench.parse_shapes(fusion_ceiling_shapes)
     ceiling_rows = [quant_breakdown.measure(shape, fusion_ceiling_rounds) for shape in ceiling_shapes]
     ceiling_title = f"measured now ({torch.cuda.get_device_name()}), {fusion_ceiling_rounds} rotated rounds"
 else:
+    display(Markdown(f"Fusion ceilings not measured now: {not_live or quant_breakdown.unavailable_reason()}"))
     ceiling_rows, ceiling_path = quant_breakdown.latest_recording(bench_records.resolve(recorded_dir))
     ceiling_title = f"RECORDED: {ceiling_path.name}" if ceiling_path else ""
 if ceiling_rows:

@@ -95,6 +95,14 @@ def target_ms(shape: str, cudnn_ms: float) -> float:
     return 4 * b * h * n * n * d / (TARGET_TOPS[shape] * 1e9)
 
 
+def unavailable_reason() -> str | None:
+    """None where :func:`measure` can run (an sm_90 GPU, and cuDNN for the peer); otherwise why not."""
+    from sagelib import backends
+    from sagelib.cuda import ops_sm90
+
+    return ops_sm90.unavailable_reason() or backends.get("sdpa-cudnn", require_available=False).unavailable_reason()
+
+
 def pass_calls(q, k, v) -> dict:
     """One closure per call of :data:`PASSES` on one fp16 HND input set (sm90 preset, per_thread)."""
     from sagelib import backends

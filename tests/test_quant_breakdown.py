@@ -69,6 +69,12 @@ def test_the_newest_recording_is_read_and_another_schema_refused(tmp_path):
     assert quant_breakdown.latest_recording(tmp_path / "empty") == ([], None)
 
 
+def test_without_an_sm90_gpu_the_reason_is_given():
+    if ops_sm90.unavailable_reason() is None:
+        pytest.skip("this machine has an sm_90 GPU")
+    assert quant_breakdown.unavailable_reason() == ops_sm90.unavailable_reason()
+
+
 def test_measure_refuses_fewer_than_one_round():
     with pytest.raises(ValueError, match="rounds: expected a whole number of 1 or more, got 0"):
         quant_breakdown.measure(None, rounds=0)
