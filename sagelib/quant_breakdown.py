@@ -26,8 +26,6 @@ SCHEMA = "sagelib.quant_breakdown/1"
 STEM = "quant-breakdown"  #: recordings are data/results/<date>-<gpu>-quant-breakdown.json
 #: the timed calls, in the order of the printed table
 PASSES = ("cudnn", "call", "kernel", "q", "k", "v", "kv")
-#: issue 6's end-to-end targets at the shapes it names, in TOPS; at N=1024 the target is cuDNN's time itself
-TARGET_TOPS = {"B2 H32 N16384 D128": 1000.0, "B2 H32 N16384 D64": 650.0}
 
 
 @dataclass(frozen=True)
@@ -87,12 +85,16 @@ def format_table(shape: str, t: PassTimes) -> str:
 
 
 def target_ms(shape: str, cudnn_ms: float) -> float:
-    """Issue 6's end-to-end target at ``shape`` (a label such as 'B2 H32 N16384 D128') as a time: TARGET_TOPS's
-    where it names one (non-causal operations, 4 B H N^2 D), else cuDNN's time (the N=1024 target)."""
-    if shape not in TARGET_TOPS:
-        return cudnn_ms
-    b, h, n, d = (int(part[1:]) for part in shape.split())
-    return 4 * b * h * n * n * d / (TARGET_TOPS[shape] * 1e9)
+    """Issue 6's end-to-end target for the cuda-sm90 call at ``shape`` (a label such as 'B2 H32 N16384 D128') as a
+    time, from :data:`sagelib.targets.TARGETS`: its TOPS goal over the non-causal operations where it names one,
+    else cuDNN's time (the N=1024 target, and shapes no target names)."""
+    from sagelib import bench, targets
+
+    for t in targets.TARGETS:
+        spec = bench.parse_shape(t.shape)
+        if (t.backend, t.mode, t.causal, t.kind, spec.label) == ("cuda-sm90", "end_to_end", False, "tops", shape):
+            return bench.attention_ops(spec, False) / (t.goal * 1e9)
+    return cudnn_ms
 
 
 def unavailable_reason() -> str | None:
@@ -135,11 +137,7 @@ def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
     if rounds < 1:
         raise ValueError(f"rounds: expected a whole number of 1 or more, got {rounds!r}")
     dev = torch.device("cuda")
-    torch.manual_seed(seed)
-    q = torch.randn(shape.batch, shape.heads, shape.seq_q, shape.head_dim, device=dev, dtype=torch.float16)
-    k, v = (torch.randn(shape.batch, shape.heads, shape.seq_kv, shape.head_dim, device=dev, dtype=torch.float16)
-            for _ in range(2))
-    calls = pass_calls(q, k, v)
+    calls = pass_calls(*bench.random_inputs(shape, torch.float16, dev, "HND", seed))
     config = bench.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
     round_ms = {name: [] for name in PASSES}
     for r in range(rounds):

@@ -79,12 +79,10 @@ class Status:
 
 def _tops(document: dict, backend: str, mode: str, shape: str, causal: bool) -> float | None:
     want = bench.parse_shape(shape)
+    case = (want.batch, want.heads, want.seq_q, want.seq_kv, want.head_dim, causal)
     for record in document.get("records", []):
-        got = record.get("shape") or {}
-        same_shape = (got.get("batch"), got.get("heads"), got.get("seq_q"), got.get("seq_kv"), got.get("head_dim")) \
-            == (want.batch, want.heads, want.seq_q, want.seq_kv, want.head_dim)
-        if (record.get("backend"), record.get("mode"), bool(record.get("causal"))) == (backend, mode, causal) \
-                and same_shape and record.get("dtype", "fp16") == "fp16" and record.get("tops"):
+        if (record.get("backend"), record.get("mode")) == (backend, mode) and record.get("tops") \
+                and record.get("dtype", "fp16") == "fp16" and bench._case_key(record) == case:
             return float(record["tops"])
     return None
 

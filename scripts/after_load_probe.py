@@ -27,6 +27,7 @@ import torch
 
 from sagelib import backends, bench
 
+SMALL, BIG = bench.Shape(32, 32, 1024, 1024, 128), bench.Shape(2, 32, 16384, 16384, 128)
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,temperature.memory,power.draw,clocks_throttle_reasons.active"
 
 
@@ -40,7 +41,7 @@ def clock_trace(load_s: float, idle_s: float) -> None:
     """nvidia-smi samples (every 100 ms) while each heavy call runs back to back for ``load_s`` from idle."""
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
-    big = [torch.randn(2, 32, 16384, 128, device=dev, dtype=torch.float16) for _ in range(3)]
+    big = bench.random_inputs(BIG, torch.float16, dev, "HND", seed=1)
     loads = (("cuda-sm90 kernel only", sm90.kernel_only(*big)), ("sdpa-cudnn", lambda: cudnn.attention(*big)))
     for name, fn in loads:
         fn()
@@ -83,8 +84,8 @@ def main(argv=None) -> int:
         return 0
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
-    small = [torch.randn(32, 32, 1024, 128, device=dev, dtype=torch.float16) for _ in range(3)]
-    big = [torch.randn(2, 32, 16384, 128, device=dev, dtype=torch.float16) for _ in range(3)]
+    small = bench.random_inputs(SMALL, torch.float16, dev, "HND", seed=0)
+    big = bench.random_inputs(BIG, torch.float16, dev, "HND", seed=1)
     config = bench.TimingConfig(warmup=3, reps=30, min_reps=5, budget_s=2.0)
     kernel = sm90.kernel_only(*small)
 
