@@ -12,7 +12,8 @@ the check for TimingConfig.cooldown_s.
 
 With --clock-trace it instead runs back-to-back B2 H32 N16384 D128 calls (cuda-sm90's kernel alone,
 then cuDNN's call) for --load-s seconds each, from idle, while nvidia-smi samples the SM clock, power
-and throttle reasons every 100 ms: how soon a bench-length measurement meets the power cap.
+and throttle reasons every 100 ms (sagelib.power): how soon a bench-length measurement meets the
+power cap, and the clock, power and time per call after the first second.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 
 import torch
 
-from sagelib import backends, bench
+from sagelib import backends, bench, power
 
 SMALL, BIG = bench.Shape(32, 32, 1024, 1024, 128), bench.Shape(2, 32, 16384, 16384, 128)
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,temperature.memory,power.draw,clocks_throttle_reasons.active"
@@ -38,31 +39,18 @@ def smi() -> str:
 
 
 def clock_trace(load_s: float, idle_s: float) -> None:
-    """nvidia-smi samples (every 100 ms) while each heavy call runs back to back for ``load_s`` from idle."""
+    """The SM clock and power (sagelib.power, every 100 ms) while each heavy call runs back to back from idle."""
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
     big = bench.random_inputs(BIG, torch.float16, dev, "HND", seed=1)
     loads = (("cuda-sm90 kernel only", sm90.kernel_only(*big)), ("sdpa-cudnn", lambda: cudnn.attention(*big)))
+    ops = bench.attention_ops(BIG, causal=False)
     for name, fn in loads:
-        fn()
-        torch.cuda.synchronize()
-        time.sleep(idle_s)
-        sampler = subprocess.Popen(["nvidia-smi", f"--query-gpu=timestamp,{SMI_FIELDS}", "--format=csv,noheader",
-                                    "-lms", "100"], stdout=subprocess.PIPE, text=True)
-        start, calls = time.time(), 0
-        while time.time() - start < load_s:
-            fn()
-            calls += 1
-            if calls % 10 == 0:
-                torch.cuda.synchronize()
-        torch.cuda.synchronize()
-        elapsed = time.time() - start
-        sampler.terminate()
-        samples = sampler.communicate()[0].strip().splitlines()
-        print(f"== {name}: {calls} calls in {elapsed:.1f} s ({1e3 * elapsed / calls:.2f} ms each); nvidia-smi every "
-              f"100 ms (time, sm MHz, mem MHz, gpu C, mem C, W, throttle):")
-        for line in samples:
-            print("  " + line)
+        summary, samples = power.sustain(fn, load_s, idle_s=idle_s)
+        print(f"== {name}, after the first second: {power.HEADER}\n   {summary.row(ops)}\n"
+              f"   nvidia-smi every {power.SAMPLE_MS} ms (seconds since midnight, sm MHz, W, throttle):")
+        for s in samples:
+            print(f"  {s.t_s:10.3f} {s.sm_mhz:6.0f} {s.power_w:7.1f} {s.reasons:#x}")
 
 
 def main(argv=None) -> int:

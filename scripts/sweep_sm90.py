@@ -12,6 +12,10 @@ carried cache spends its time measuring. --cta-k 64 sweeps the three-consumer ge
 (ops_sm90.geometry_for), with its own ring depths. --schedule NAME="-DMACRO=V ..." adds a
 build variant for this run without editing SCHEDULES, e.g.
     python3 scripts/sweep_sm90.py --schedule "one Q slot=-DSM90_Q_SLOTS=1" --variants "default,one Q slot" --rounds 5
+--sustain S runs each variant back to back for S seconds from idle instead, while nvidia-smi samples
+the SM clock and power (sagelib.power): the time per call under the card's power cap, with the
+clock and power it ran at, e.g. what each leave-one-out build saves in energy:
+    python3 scripts/sweep_sm90.py --ablate --sustain 4 --shapes 2:32:16384:128
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import shlex
 import statistics
 import sys
+from dataclasses import asdict
 
 SHAPES = [(2, 32, 16384, 128, False), (2, 32, 16384, 128, True), (2, 32, 16384, 64, False), (32, 32, 1024, 128, False)]
 SCHEDULES = {
@@ -44,6 +49,7 @@ ABLATIONS = {
     "ablate: no P.V, no Q.K^T": ("-DSM90_ABLATE_PV=1", "-DSM90_ABLATE_QK=1"),
     "ablate: no score cvt": ("-DSM90_ABLATE_CVT=1",),
     "ablate: no e4m3 pack": ("-DSM90_ABLATE_PACK=1",),
+    "ablate: no K/V loads": ("-DSM90_ABLATE_KV_LOADS=1",),
 }
 STAGES = {128: (2, 4), 64: (4, 6)}
 #: ring depths timed for the default schedule of the three-consumer geometry (64-key stages)
@@ -114,7 +120,13 @@ def main(argv=None) -> int:
                         help="64: sweep the three-consumer geometry (the sm90 preset with cta_k 64)")
     parser.add_argument("--schedule", action="append", default=[], metavar='NAME="-DMACRO=V ..."',
                         help="an extra build variant for this run (repeatable)")
+    parser.add_argument("--sustain", type=float, default=None, metavar="SECONDS",
+                        help="run each variant back to back this long from idle, sampling clock and power")
+    parser.add_argument("--idle-s", type=float, default=3.0, help="with --sustain: idle seconds before each variant")
     args = parser.parse_args(argv)
+    if args.sustain is not None and (args.sustain <= 1.5 or args.idle_s < 0):
+        parser.error(f"--sustain/--idle-s: expected more than 1.5 s of load (the first second is the clock's ramp) "
+                     f"and idle >= 0, got {args.sustain} and {args.idle_s}")
     schedules = dict(SCHEDULES)
     for text in args.schedule:
         try:
@@ -143,9 +155,12 @@ def main(argv=None) -> int:
     if reason:
         print(reason, file=sys.stderr)
         return 2
+    from sagelib import power
+
     rows = []
     print(f"{'shape':<34} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"
-          + ("  (rounds: min-max ms)" if args.rounds > 1 else ""))
+          + ("  (rounds: min-max ms)" if args.rounds > 1 else "")
+          + (f"  sustained: {power.HEADER}" if args.sustain else ""))
     shapes = SHAPES if not args.shapes else [
         tuple(int(x) for x in s.split(":")[:4]) + (s.endswith(":causal"),) for s in args.shapes.split(",")]
     for b, h, n, d, causal in shapes:
@@ -156,7 +171,7 @@ def main(argv=None) -> int:
         geometry = ops_sm90.geometry_for(cta_k, d)
         reference = ops_sm90.run_attention(p, cta_k=cta_k)
         builds = list(variants(d, args.ablate, only, cta_k, schedules))
-        checks, times = [], {name: [] for name, _, _ in builds}
+        checks, times, sustained = [], {name: [] for name, _, _ in builds}, {name: [] for name, _, _ in builds}
         for name, stages, options in builds:
             out = ops_sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
             diff = float((out.double() - reference.double()).abs().sum() / reference.double().abs().sum())
@@ -164,9 +179,16 @@ def main(argv=None) -> int:
         for r in range(args.rounds):  # each round starts one variant later: no build always runs first
             for i in range(len(builds)):
                 name, stages, options = builds[(i + r) % len(builds)]
-                times[name].append(time_ms(lambda: ops_sm90.run_attention(p, stages=stages, build_options=options,
-                                                                          cta_k=cta_k),
-                                           reps=20 if args.rounds == 1 else 10))
+
+                def call(stages=stages, options=options):
+                    return ops_sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
+
+                if args.sustain:
+                    summary, _ = power.sustain(call, args.sustain, idle_s=args.idle_s)
+                    sustained[name].append(summary)
+                    times[name].append(summary.ms_per_call)
+                else:
+                    times[name].append(time_ms(call, reps=20 if args.rounds == 1 else 10))
         base = None
         for (name, stages, _), (diff, identical) in zip(builds, checks):
             ms = statistics.median(times[name])
@@ -175,8 +197,12 @@ def main(argv=None) -> int:
                    "variant": name, "stages": stages or ops_sm90.check_stages(d, None, geometry), "ms": ms,
                    "tops": ops / ms / 1e9,
                    "rel_l1_to_default": diff, "bit_identical_to_default": identical, "round_ms": times[name]}
+            if sustained[name]:
+                row["sustained"] = [asdict(summary) for summary in sustained[name]]
             rows.append(row)
             spread = f"  {min(times[name]):.3f}-{max(times[name]):.3f}" if args.rounds > 1 else ""
+            if sustained[name]:
+                spread += "  " + sorted(sustained[name], key=lambda x: x.ms_per_call)[len(sustained[name]) // 2].row(ops)
             check = "same bits" if identical else "ok" if diff < 2e-3 else f"differs {diff:.1e}"
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)

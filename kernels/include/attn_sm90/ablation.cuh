@@ -7,6 +7,9 @@
 //   SM90_ABLATE_QK    no Q.K^T wgmma after the first block (scores reused)
 //   SM90_ABLATE_CVT   scores reinterpreted as floats instead of converted (no I2FP)
 //   SM90_ABLATE_PACK  P not converted to e4m3 (the fp32 bits truncated instead)
+//   SM90_ABLATE_KV_LOADS  no K/V copies once the ring has been filled once: the producer arrives on
+//                     each stage's `full` barrier without a transfer, and the consumers read the
+//                     stale (valid, earlier) K/V bytes; what the L2-to-SM traffic costs in time and power
 #pragma once
 
 #ifndef SM90_ABLATE_EXP2
@@ -23,4 +26,7 @@
 #endif
 #ifndef SM90_ABLATE_PACK
 #define SM90_ABLATE_PACK 0
+#endif
+#ifndef SM90_ABLATE_KV_LOADS
+#define SM90_ABLATE_KV_LOADS 0
 #endif

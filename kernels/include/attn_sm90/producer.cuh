@@ -12,6 +12,7 @@
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
+#include "ablation.cuh"
 #include "scheduler.cuh"
 #include "trace.cuh"
 
@@ -44,6 +45,7 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
   tma_prefetch_descriptor(maps.v);
   RingPosition<STAGES> ring;
   RingPosition<SM90_Q_SLOTS> q_at;
+  int kv_loads_left = STAGES;  // SM90_ABLATE_KV_LOADS: the ring's first fill only
   const TileTracer tile_trace = tile_tracer(trace_rows(trace, SM90_TRACE_PRODUCER));
   for (int t = tiles.first(), walked = 0;; q_at.advance(), ++walked) {
     smem.q_slots.producer_wait(q_at);  // the consumers are done with this slot's last tile
@@ -69,6 +71,12 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
     tile_trace.stamp(walked, PRODUCER_Q_ISSUED);
     for (int j = 0; j < blocks; ++j) {
       smem.ring.producer_wait(ring);
+      if (SM90_ABLATE_KV_LOADS && kv_loads_left == 0) {
+        mbarrier_arrive(&smem.ring.full[ring.stage]);
+        ring.advance();
+        continue;
+      }
+      kv_loads_left -= SM90_ABLATE_KV_LOADS;
       mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
       tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * G::BLOCK_KEYS, hk, tile.batch);
       tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * G::BLOCK_KEYS, 0, hk, tile.batch);
