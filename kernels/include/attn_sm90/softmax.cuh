@@ -32,6 +32,15 @@
 #endif
 SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_to_float(s) : __int2float_rn(s); }
 
+// SM90_CVT_FOLD=1: no conversion instruction per score. The integer add puts the score in the
+// mantissa of 1.5 * 2^23 (exactly, |S| < 2^22), and the FMA's subtrahend takes the bias away with
+// the running max: x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m). The one rounding of
+// that per-row constant shifts a row's block of exp2 arguments by at most 0.75 * mult, less than
+// one unit of S_int, the same for every score of the row in the block.
+#ifndef SM90_CVT_FOLD
+#define SM90_CVT_FOLD 0
+#endif
+
 // exp2 on the FMA pipe, for a share of the scores (SM90_POLY_EXP2: 1 = one in four, 2 = one
 // in two; 0 = none, the default): relieves the exp2 unit (MUFU, 16 per clock per SM) at the
 // cost of about ten FMA-pipe instructions per score; measured slower here because the
@@ -125,10 +134,13 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
+      const float biased_m = SM90_CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
-        float x = fmaf(SM90_ABLATE_CVT ? __int_as_float(s[i]) : sm90_score_to_float(s[i]), mult, -m[h]);
+        const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
+                            : SM90_CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
+        float x = fmaf(score, mult, -biased_m);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
         sum[h] += pv[b];
