@@ -32,14 +32,19 @@
 #endif
 SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_to_float(s) : __int2float_rn(s); }
 
-// SM90_CVT_FOLD=1: no conversion instruction per score. The integer add puts the score in the
-// mantissa of 1.5 * 2^23 (exactly, |S| < 2^22), and the FMA's subtrahend takes the bias away with
-// the running max: x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m). The one rounding of
-// that per-row constant shifts a row's block of exp2 arguments by at most 0.75 * mult, less than
-// one unit of S_int, the same for every score of the row in the block.
+// The conversion folded into the FMA: no conversion instruction per score. The integer add puts
+// the score in the mantissa of 1.5 * 2^23 (exactly, |S| < 2^22), and the FMA's subtrahend takes
+// the bias away with the running max: x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m). The
+// one rounding of that per-row constant shifts a row's block of exp2 arguments by at most
+// 0.75 * mult, under one unit of S_int and the same for every score of the row in the block.
+// Measured per head_dim (EXPERIMENT_LOG seq 109): 1.017-1.023x at 64, 0.95-0.97x at 128. So
+// SM90_CVT_FOLD=2 (the default) folds at head_dim 64 only; 0 never, 1 at every head_dim.
 #ifndef SM90_CVT_FOLD
-#define SM90_CVT_FOLD 0
+#define SM90_CVT_FOLD 2
 #endif
+SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) {
+  return SM90_CVT_FOLD == 1 || (SM90_CVT_FOLD == 2 && head_dim == 64);
+}
 
 // exp2 on the FMA pipe, for a share of the scores (SM90_POLY_EXP2: 1 = one in four, 2 = one
 // in two; 0 = none, the default): relieves the exp2 unit (MUFU, 16 per clock per SM) at the
@@ -126,7 +131,7 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
   }
 }
 
-template <bool MASKED, int S_REGS>
+template <bool MASKED, bool CVT_FOLD, int S_REGS>
 SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
                                   float (&sum)[2], u32 (&p)[S_REGS / 16][4]) {
 #pragma unroll
@@ -134,12 +139,12 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
-      const float biased_m = SM90_CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
+      const float biased_m = CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
         const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
-                            : SM90_CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
+                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
         float x = fmaf(score, mult, -biased_m);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
@@ -150,13 +155,14 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
     }
 }
 
-// The block's softmax step: l = l * alpha + the block's row sums.
-template <bool MASKED, int S_REGS>
+// The block's softmax step: l = l * alpha + the block's row sums. CVT_FOLD: the conversion folded
+// into the FMA (sm90_cvt_fold).
+template <bool MASKED, bool CVT_FOLD = false, int S_REGS>
 SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                      float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
   sm90_softmax_max<MASKED>(s, mask, mult, m, alpha);
   float sum[2] = {0.0f, 0.0f};
-  sm90_softmax_exp<MASKED>(s, mask, mult, m, sum, p);
+  sm90_softmax_exp<MASKED, CVT_FOLD>(s, mask, mult, m, sum, p);
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }
