@@ -45,11 +45,6 @@ SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_
 SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) {
   return SM90_CVT_FOLD == 1 || (SM90_CVT_FOLD == 2 && head_dim == 64);
 }
-// SM90_CVT_FOLD_HALF=1: where the fold is off, fold every other score and convert the rest, so
-// the integer adds and the conversions share the work between their units (an experiment).
-#ifndef SM90_CVT_FOLD_HALF
-#define SM90_CVT_FOLD_HALF 0
-#endif
 
 // exp2 on the FMA pipe, for a share of the scores (SM90_POLY_EXP2: 1 = one in four, 2 = one
 // in two; 0 = none, the default): relieves the exp2 unit (MUFU, 16 per clock per SM) at the
@@ -144,14 +139,13 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
-      const float biased_m = CVT_FOLD || SM90_CVT_FOLD_HALF ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
+      const float biased_m = CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
-        const bool fold = CVT_FOLD || (SM90_CVT_FOLD_HALF && b % 2 == 0);
         const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
-                            : fold ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
-        float x = fmaf(score, mult, fold ? -biased_m : -m[h]);
+                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
+        float x = fmaf(score, mult, -biased_m);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
         sum[h] += pv[b];
