@@ -41,7 +41,7 @@ step_study_heads = 4
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import (bench_records, block_phases, data, microbench, ownership, plots, softmax_beside, studies,
+from sagelib import (bench_records, block_phases, data, microbench, ownership, plots, power, softmax_beside, studies,
                      sweep_records, tile_balance)
 from sagelib.cuda import ops_sm90
 from sagelib.results import Results
@@ -566,6 +566,36 @@ else:
 # shared memory and folded there).
 
 # %% [markdown]
+# ## What each unit's work costs under the power cap (recorded)
+# The cycles above are only half of speed: under sustained N=16384 load the card holds its board
+# power at the 700 W cap by lowering the SM clock, so a unit's energy per operation costs clock.
+# `scripts/sweep_sm90.py --ablate --sustain 4` runs each leave-one-out build back to back for 4 s
+# from idle while nvidia-smi samples the clock and the instantaneous power (`sagelib.power`), and
+# keeps what follows the first second (record sm90-energy-per-unit). A build that leaves the cap
+# runs at 1,980 MHz: its gain is cycles and clock together. Leaving out the K/V copies (the L2-to-SM
+# traffic) took D=128 off the cap (1.05x), which bounds what sharing each stage between two CTAs
+# could return; D=64 ran below the cap then, and the score conversion was its dearest instruction.
+
+# %%
+energy_doc, energy_path = bench_records.latest(schema=sweep_records.SCHEMA, stem=power.ABLATIONS_STEM)
+energy_rows = power.sustained_rows(energy_doc) if energy_doc else []
+results.add("leave-one-out builds run back to back: clock and power (recorded)", energy_rows)
+if energy_rows:
+    display(Markdown(f"Recorded: `{energy_path.name}` ({energy_doc['date']}, {energy_doc['device']['name']}); "
+                     "wrong outputs on purpose: each build leaves one unit's work out."))
+    energy_shapes = list(dict.fromkeys(r["shape"] for r in energy_rows))
+    energy_variants = [v for v in dict.fromkeys(r["variant"] for r in energy_rows) if v != "default"]
+    ratio = {(r["shape"], r["variant"]): r["x default"] for r in energy_rows}
+    fig = plots.speedup_bars(energy_variants, {s: [ratio.get((s, v), float("nan")) for v in energy_variants]
+                                               for s in energy_shapes},
+                             title="Each unit's work left out: sustained speed against the default build",
+                             xlabel="sustained kernel-only speed against the default build (4 s back to back)")
+    results.figure(fig, "energy_per_unit")
+    plots.table(energy_rows)
+else:
+    display(Markdown(f"No recording `data/results/*-{power.ABLATIONS_STEM}.json` to show."))
+
+# %% [markdown]
 # ## Who owns the grid: the tile scheduler (model)
 # A persistent grid (one CTA per SM) shares the tiles among 132 CTAs. With a static stride each
 # CTA draws a fixed sum of causal tile lengths and the unlucky ones finish last; a global counter
@@ -700,3 +730,9 @@ plots.table(review)
 #   it ran at 0.64-0.67x of ping-pong (log seq 98), and so did the same walk with O in registers and
 #   P.V in halves (seq 99): without turns, P.V's round trip and the fold sit on each consumer's chain
 #   after its softmax, where ping-pong hides them under the other consumer's softmax.
+# * Sustained, the power cap sets the clock (the energy section): D=128 runs near 1,900 MHz at 700 W,
+#   D=64 ran at 1,980 below it. Leaving the K/V copies out took D=128 off the cap (1.05x), so sharing
+#   them between two CTAs could return at most about half of that. The score conversion was D=64's
+#   dearest instruction (1.07x without it): folded into the FMA (an integer add in place of I2FP, the
+#   bias leaving through the row's subtrahend) it gave 1.02x at D=64 and lost 3-5% at D=128, so
+#   `cuda-sm90` folds at head_dim 64 only (log seq 109). With it D=64 now touches the cap too.

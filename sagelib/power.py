@@ -10,7 +10,8 @@ SM clock, the power and the throttle reasons every 100 ms, and summarises the pa
 ramp (:class:`LoadSummary`): the median clock, the median power, the share of samples at the
 cap, and the time per call over the same window. ``scripts/sweep_sm90.py --sustain S`` uses it
 per build variant (leave-one-out builds included), ``scripts/after_load_probe.py --clock-trace``
-per backend. Parsing and summarising are plain functions, tested on the CPU.
+per backend; :func:`sustained_rows` reads such a sweep back for notebook 01. Parsing and
+summarising are plain functions, tested on the CPU.
 """
 
 from __future__ import annotations
@@ -79,6 +80,13 @@ class LoadSummary:
                 f" {self.power_w:7.1f} {100 * self.capped_share:6.0f}%")
 
 
+def median_run(runs: Sequence[LoadSummary]) -> LoadSummary:
+    """The run with the median time per call (the upper middle one of an even count)."""
+    if not runs:
+        raise ValueError("median_run: expected at least one LoadSummary, got none")
+    return sorted(runs, key=lambda run: run.ms_per_call)[len(runs) // 2]
+
+
 HEADER = f"{'ms/call':>9} {'TOPS':>8} {'SM MHz':>7} {'(range)':>11} {'W':>7} {'capped':>7}"
 
 
@@ -143,3 +151,22 @@ def sustain(fn: Callable[[], object], seconds: float, *, idle_s: float = 3.0, se
         sampler.terminate()
     samples = [s for s in map(parse_sample, sampler.communicate()[0].splitlines()) if s]
     return summarize(samples, marks, settle_s), samples
+
+
+#: the recording of the leave-one-out builds run back to back (EXPERIMENT_LOG seq 107)
+ABLATIONS_STEM = "sm90-ablations-sustained"
+
+
+def sustained_rows(document: dict) -> list[dict]:
+    """One row per (shape, variant) of a ``sweep_sm90.py --sustain`` recording: sustained TOPS, its
+    ratio to the same shape's default build, and the median clock, power and capped share it ran at."""
+    rows = [r for r in document.get("rows", []) if r.get("sustained")]
+    default = {r["shape"]: r["tops"] for r in rows if r["variant"] == "default"}
+    out = []
+    for r in rows:
+        run = median_run([LoadSummary(**summary) for summary in r["sustained"]])
+        out.append({"shape": r["shape"], "variant": r["variant"], "sustained TOPS": r["tops"],
+                    "x default": r["tops"] / default[r["shape"]] if r["shape"] in default else float("nan"),
+                    "SM MHz (median)": run.sm_mhz, "W (median)": run.power_w,
+                    "samples at the power cap": run.capped_share})
+    return out

@@ -202,7 +202,7 @@ def main(argv=None) -> int:
             rows.append(row)
             spread = f"  {min(times[name]):.3f}-{max(times[name]):.3f}" if args.rounds > 1 else ""
             if sustained[name]:
-                spread += "  " + sorted(sustained[name], key=lambda x: x.ms_per_call)[len(sustained[name]) // 2].row(ops)
+                spread += "  " + power.median_run(sustained[name]).row(ops)
             check = "same bits" if identical else "ok" if diff < 2e-3 else f"differs {diff:.1e}"
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)

@@ -59,3 +59,26 @@ def test_row_prints_tops_only_when_the_work_is_known():
     assert "879.6" in with_ops and "1875 (1875-1875)" in with_ops and "690.0" in with_ops and "100%" in with_ops
     assert len(summary.row()) == len(with_ops)
     assert len(power.HEADER) == len(with_ops)
+
+
+def test_sustained_rows_read_a_recorded_sweep_against_its_default():
+    def row(variant, tops, mhz, capped):
+        summary = {"calls": 100, "ms_per_call": 8796.0 / tops, "sm_mhz": mhz, "sm_mhz_low": mhz, "sm_mhz_high": mhz,
+                   "power_w": 690.0, "capped_share": capped, "samples": 30}
+        return {"shape": "B2 H32 N16384 D128", "variant": variant, "stages": 4, "ms": 8796.0 / tops, "tops": tops,
+                "sustained": [summary]}
+
+    document = {"rows": [row("default", 850.0, 1890.0, 1.0), row("ablate: no K/V loads", 900.0, 1980.0, 0.0),
+                         {"shape": "B2 H32 N16384 D64", "variant": "default", "stages": 6, "ms": 7.0, "tops": 620.0}]}
+    rows = power.sustained_rows(document)
+    assert [r["variant"] for r in rows] == ["default", "ablate: no K/V loads"]  # rows without samples left out
+    assert rows[0]["x default"] == 1.0 and rows[1]["x default"] == pytest.approx(900 / 850)
+    assert rows[1]["SM MHz (median)"] == 1980.0 and rows[1]["samples at the power cap"] == 0.0
+
+
+def test_median_run_picks_the_middle_time_and_refuses_none():
+    summary = power.summarize(*_load(), settle_s=1.0)
+    runs = [power.LoadSummary(**{**summary.__dict__, "ms_per_call": ms}) for ms in (12.0, 10.0, 11.0)]
+    assert power.median_run(runs).ms_per_call == 11.0
+    with pytest.raises(ValueError, match="at least one"):
+        power.median_run([])
