@@ -9,7 +9,7 @@
 //
 // Both K and V need a reduction over ALL tokens of a head (mean, amax) before
 // any token can be quantized. Two plain kernels would read K and V twice from
-// DRAM. Here work comes in items of one tile (QuadLayout<D>::ROWS tokens) of one (batch, kv head):
+// DRAM. Here work comes in items of 128 tokens of one (batch, kv head):
 //   stats item  (phase A): sum of K per channel (fp64, exact for fp16 sums) and
 //                          amax of V per channel, added atomically into a per-head
 //                          workspace, then the head's done counter is bumped. The
@@ -19,14 +19,14 @@
 //                          once valid (km: 0x10000 | bits; multiplier: its fp32 bits);
 //   apply item  (phase B): issues its loads, then the threads of one channel each
 //                          poll their channel's two words (one L2 round trip when the
-//                          head is done, no fence) and quantize its tokens.
+//                          head is done, no fence) and quantize its 128 tokens.
 // Blocks take items in ticket order (one atomic counter, the next ticket fetched
 // while the current item runs); apply item i comes `lag` tickets after stats
 // item i, so it re-reads its tokens from L2 (the launcher sizes lag from the grid
 // and the head length). Deadlock-free when lag >= items per head: every stats
 // item an apply item waits for holds a smaller ticket, and stats items never wait.
 //
-// Layout: 512 threads per block, each one 16-byte chunk of 4 rows (quant_int8.cuh's
+// Layout: 4 * D threads per block, each one 16-byte chunk of 4 rows (quant_int8.cuh's
 // quad layout), so a stats item has 8 loads per thread in flight and an apply item
 // re-reads the same 8. V is transposed through shared memory as 32-bit words of 4
 // tokens of one channel (built in registers from the quad), rows of 128 bytes per
@@ -71,7 +71,6 @@ struct KVItem {
   i64 k_head, v_head, kq_head;  // element offsets of the head's token 0 in k, v and k_int8
 };
 
-template <int D>
 SAGE_DEVICE KVItem decode_ticket(const KVArgs &a, int t, int items_per_head, int n_items) {
   KVItem it = {KV_END, 0, 0, 0, 0, 0};
   if (t >= 2 * n_items) return it;
@@ -81,7 +80,7 @@ SAGE_DEVICE KVItem decode_ticket(const KVArgs &a, int t, int items_per_head, int
   const int bh = item / items_per_head, b = bh / a.heads, h = bh % a.heads;
   it.kind = apply ? KV_APPLY : KV_STATS;
   it.bh = bh;
-  it.row0 = (item - bh * items_per_head) * QuadLayout<D>::ROWS;
+  it.row0 = (item - bh * items_per_head) * QUANT_ROWS;
   it.k_head = b * a.k_sb + h * a.k_sh;
   it.v_head = b * a.v_sb + h * a.v_sh;
   it.kq_head = b * a.kq_sb + h * a.kq_sh;
@@ -107,7 +106,7 @@ struct KVSmem {
       double sum[WARPS][64];  // per-warp partial k sums of the warp's 64 channels
       u32 amax[WARPS][64];    // per-warp v amax (fp32 bits)
     } stats;
-    u32 vt[D * QuadLayout<D>::ROWS / 4];  // e4m3 V tile: row per channel, ROWS / 4 words of 4 tokens, swizzled
+    u32 vt[D * QUANT_ROWS / 4];  // e4m3 V tile: row per channel, 32 words of 4 tokens, swizzled
   } u;
   int head_complete;  // the stats item just counted was its head's last
 };
@@ -123,14 +122,10 @@ SAGE_DEVICE u32 by_element(u32 channel) { return (channel % 8) * (D / 8) + chann
 // read back are a permutation of 32 consecutive slots.
 SAGE_DEVICE u32 stats_slot(u32 c) { return (c & ~7u) | ((c ^ (c >> 3)) & 7u); }
 
-// Word index in the V tile of tokens [4 * quad, 4 * quad + 4) of channel ch: row ch of
-// ROWS / 4 words (32 or 64, both multiples of the 32 banks), its 16-byte groups XOR-swizzled by
-// (ch / 8) % 8. For the 8 channels of chunk c (ch = 8c + e) the swizzle is c % 8 for all of them,
-// so the word is vt_word(8c, quad) + (ROWS / 4) e.
-template <int D>
-SAGE_DEVICE u32 vt_word(u32 ch, u32 quad) {
-  return ch * (QuadLayout<D>::ROWS / 4) + 4 * ((quad >> 2) ^ ((ch >> 3) & 7)) + (quad & 3);
-}
+// Word index in the V tile of tokens [4 * quad, 4 * quad + 4) of channel ch: row ch of 32
+// words, its 16-byte groups XOR-swizzled by (ch / 8) % 8. For the 8 channels of chunk c
+// (ch = 8c + e) the swizzle is c % 8 for all of them, so the word is vt_word(8c, quad) + 32e.
+SAGE_DEVICE u32 vt_word(u32 ch, u32 quad) { return ch * 32 + 4 * ((quad >> 2) ^ ((ch >> 3) & 7)) + (quad & 3); }
 
 // Element e of a 16-byte row piece as fp64 (exact; one conversion for fp16).
 template <bool BF16>
@@ -285,7 +280,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
   }
   __syncthreads();
   if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
-    u32 *vt = &sm.u.vt[vt_word<D>(c * 8, L::row(tid) / 4)];
+    u32 *vt = &sm.u.vt[vt_word(c * 8, L::row(tid) / 4)];
     const float *vmult = &sm.vmult[c];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -293,7 +288,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
       // Rows past N read 0 and stay 0: the zero padding of the transposed tile.
       const u32 lo = e4m3x2(__fmul_rn(element<BF16>(vr[0], e), mult), __fmul_rn(element<BF16>(vr[1], e), mult));
       const u32 hi = e4m3x2(__fmul_rn(element<BF16>(vr[2], e), mult), __fmul_rn(element<BF16>(vr[3], e), mult));
-      vt[(L::ROWS / 4) * e] = lo | (hi << 16);
+      vt[32 * e] = lo | (hi << 16);
     }
   }
   if (a.do_k) {
@@ -316,11 +311,10 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
   if (a.do_v) {
     if (!a.do_k) __syncthreads();  // (with K, quantize_tile_int8's barriers order the tile writes)
     u8 *out = a.v_fp8 + (i64)it.bh * D * a.n_pad;
-    constexpr u32 GROUPS = L::ROWS / 16;  // 16-token groups of a channel's row
 #pragma unroll
-    for (u32 i = 0; i < D * GROUPS / L::THREADS; ++i) {
-      const u32 idx = tid + L::THREADS * i, group = idx % GROUPS, ch = idx / GROUPS;
-      u32x4 w = *reinterpret_cast<const u32x4 *>(&sm.u.vt[vt_word<D>(ch, 4 * group)]);
+    for (u32 i = 0; i < D * 8 / L::THREADS; ++i) {
+      const u32 idx = tid + L::THREADS * i, group = idx % 8, ch = idx / 8;
+      u32x4 w = *reinterpret_cast<const u32x4 *>(&sm.u.vt[vt_word(ch, 4 * group)]);
       if (a.permute_v) w = permute16(w);
       const int p0 = it.row0 + 16 * (int)group;
       if (p0 < a.n_pad) store_stream(out + (i64)ch * a.n_pad + p0, w);
@@ -330,8 +324,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
 
 // Plain scalar parameters (no struct by value): what any launcher can pass.
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_SM / QuadLayout<D>::THREADS)
-    quant_kv_kernel(
+__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_SM / (4 * D)) quant_kv_kernel(
     const u16 *k, i64 k_sb, i64 k_sh, i64 k_sn, const u16 *v, i64 v_sb, i64 v_sh, i64 v_sn,
     i8 *k_int8, i64 kq_sb, i64 kq_sh, i64 kq_sn, float *k_scale, int k_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift, u16 *km, u8 *v_fp8, float *v_scale, int n_pad,
@@ -343,10 +336,10 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
                     v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, inv_n};
-  const int items_per_head = (a.n_tokens + QuadLayout<D>::ROWS - 1) / QuadLayout<D>::ROWS;
+  const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;
-  if (threadIdx.x == 0) s_item[0] = decode_ticket<D>(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
+  if (threadIdx.x == 0) s_item[0] = decode_ticket(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
   __syncthreads();
   for (int i = 0;; ++i) {
     // s_item is double-buffered: thread 0 takes the next ticket as the item starts and
@@ -362,7 +355,7 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
     } else {
       stats_item<D, BF16>(a, it, items_per_head, tid, sm);
     }
-    if (tid == 0) s_item[(i + 1) & 1] = decode_ticket<D>(a, next, items_per_head, n_items);
+    if (tid == 0) s_item[(i + 1) & 1] = decode_ticket(a, next, items_per_head, n_items);
     __syncthreads();  // also: the item's shared memory is free for the next one
   }
 }

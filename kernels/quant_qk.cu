@@ -2,27 +2,25 @@
 //
 // Contract stage 2 (symmetric INT8, per_thread / per_warp groups, `triton` and
 // `cuda` flavours), bit-exact to sagelib.contract.quantize_qk.
-// Geometry: one block of 512 threads per tile (QuadLayout<D>::ROWS tokens: 256 at D = 64,
-// 128 at D = 128) of one (batch, head), each thread one 16-byte chunk of 4 rows (the quad
-// layout of quant_int8.cuh): 4 loads
+// Geometry: one block of 4 * D threads per 128 tokens of one (batch, head), each
+// thread one 16-byte chunk of 4 rows (the quad layout of quant_int8.cuh): 4 loads
 // in flight per thread issued before anything else, 8-byte streaming stores, one
 // pass over the tensor, 64 registers at most so 1024 threads share an SM. The
 // group structure (GroupGeometry) is a runtime argument, so both presets share
 // the binary.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
-// Grid: (ceil(N / ROWS), H, B).
+// Grid: (ceil(N / 128), H, B).
 #include "quant_int8.cuh"
 
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_SM / QuadLayout<D>::THREADS)
-    quant_int8_kernel(
+__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_SM / (4 * D)) quant_int8_kernel(
     const u16 *__restrict__ x, i64 x_sb, i64 x_sh, i64 x_sn,
     i8 *__restrict__ xq, i64 q_sb, i64 q_sh, i64 q_sn,
     float *__restrict__ scale, int n_tokens, int n_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift) {
   __shared__ QuantSmem sm;
   const int b = blockIdx.z, h = blockIdx.y, heads = gridDim.y;
-  const int row0 = blockIdx.x * QuadLayout<D>::ROWS;
+  const int row0 = blockIdx.x * QUANT_ROWS;
   u32x4 raw[4];
   load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
   const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};

@@ -1,22 +1,18 @@
-// Contract stage 2 for one tile of QuadLayout<D>::ROWS tokens (256 at D = 64, else 128):
-// symmetric INT8 with one float32 scale per group of tokens, both flavours, optional K
-// smoothing (stage 1).
+// Contract stage 2 for one tile of QUANT_ROWS = 128 tokens: symmetric INT8 with one
+// float32 scale per group of tokens, both flavours, optional K smoothing (stage 1).
 //
 // Thread layout (the "quad" layout, shared with quant_kv.cu): a block has
-// QuadLayout<D>::THREADS = 512 threads and each thread owns one 16-byte column chunk
+// quant_threads(D) = 4 * D threads and each thread owns one 16-byte column chunk
 // (8 channels) of 4 consecutive rows (a quad): it issues its 4 loads at once and
 // keeps them as raw 16-bit pairs (16 registers). Lane l of a warp takes chunk
 // l % 8 (of its warp's half of the row when D = 128) and quad l / 8, so one load
-// instruction covers 4 rows x 128 contiguous bytes. At D = 64 a tile has twice the
-// rows, so a block moves the same bytes at both head dims: with 128-row tiles the D = 64
-// quantizers took as long as the D = 128 ones for half the bytes (EXPERIMENT_LOG seq 113),
-// their per-tile costs (barriers, scales, tickets) paid twice as often per byte.
+// instruction covers 4 rows x 128 contiguous bytes.
 //
 // Groups: group(r) = ((r >> tile_shift) << per_tile_shift) + ((r & mod_mask) >> div_shift),
 //   per_warp  (Q or K):  tile = WARPQ or BLKK, per_tile 1, mod 1, div 1
 //   per_thread Q:        tile = WARPQ, per_tile 8, mod 8, div 1   (row % 8 shares a scale)
 //   per_thread K:        tile = WARPK, per_tile 4, mod 8, div 2   ((row % 8) / 2 shares a scale)
-// Every tile divides 128, so a tile of rows (128 or 256) closes all of its groups.
+// Every tile divides 128, so a tile of rows closes all of its groups.
 //
 // Rounding follows sagelib/contract/quantize.py bit for bit, without a division
 // or a float-to-int conversion per element (both run on the 16-per-clock unit):
@@ -34,9 +30,10 @@
 #include "quant_memory.cuh"
 #include "quant_packed.cuh"
 
-#define QUANT_MAX_GROUPS 128  // per_thread Q of the sm90 preset: 64 per 128 rows
+#define QUANT_ROWS 128
+#define QUANT_MAX_GROUPS 64
 // Resident threads per SM the kernels are register-limited for (__launch_bounds__ min
-// blocks = this / QuadLayout<D>::THREADS): 1024 -> at most 64 registers. Q at 1536 threads (40 registers,
+// blocks = this / (4 * D)): 1024 -> at most 64 registers. Q at 1536 threads (40 registers,
 // row addresses rebuilt per row) took 0.113 ms on the H200 against 0.110 at 1024 (B2 H32
 // N16384 D128).
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
@@ -49,9 +46,8 @@
 
 template <int D>
 struct QuadLayout {
-  static constexpr int ROWS = D == 64 ? 256 : 128;  // tokens per tile
-  static constexpr int THREADS = ROWS * D / 32;      // ROWS rows x D/8 chunks / 4 rows per thread
-  static constexpr u32 CPR = D / 8;                  // 16-byte chunks per row
+  static constexpr int THREADS = 4 * D;  // 128 rows x D/8 chunks / 4 rows per thread
+  static constexpr u32 CPR = D / 8;      // 16-byte chunks per row
   // Column chunk (0 .. CPR-1) and first row (0, 4, .., 124) of this thread. Unsigned, so
   // every / and % is a shift or a mask.
   static SAGE_DEVICE u32 chunk(u32 tid) { return (tid % 8) + 8 * ((tid / 32) % (CPR / 8)); }
@@ -75,7 +71,7 @@ SAGE_DEVICE int group_of(int row, GroupGeometry g) {
   return ((row >> g.tile_shift) << g.per_tile_shift) + ((row & g.mod_mask) >> g.div_shift);
 }
 
-SAGE_DEVICE int groups_per_tile(GroupGeometry g, int rows) { return (rows >> g.tile_shift) << g.per_tile_shift; }
+SAGE_DEVICE int groups_per_tile(GroupGeometry g) { return (QUANT_ROWS >> g.tile_shift) << g.per_tile_shift; }
 
 struct QuantSmem {
   u32 amax[QUANT_MAX_GROUPS];   // fp32 bits of max |x| (non-negative, so integer order)
@@ -198,7 +194,7 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
   }
   __syncthreads();
 
-  const int n_local = groups_per_tile(geo, QuadLayout<D>::ROWS);
+  const int n_local = groups_per_tile(geo);
   if (tid < (u32)n_local) {
     // The contract (quantize_groups): "amax / 127" is amax times fl32(1/127), as GPU
     // code divides by a constant; "127 / amax" is correctly rounded.

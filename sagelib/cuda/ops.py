@@ -31,7 +31,7 @@ from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 
 KERNEL_HEAD_DIMS = (64, 128)
-QUANT_ROWS = 128  #: tokens per quantizer tile at head_dim 128 (quant_rows)
+QUANT_ROWS = 128
 ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
 ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = 1, 2, 4
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
@@ -64,15 +64,9 @@ class GroupGeometry:
                 I32(shift(self.div) - 1))
 
 
-def quant_rows(width: int) -> int:
-    """Tokens per quantizer tile (quant_int8.cuh QuadLayout::ROWS): 256 at head_dim 64, else 128, so a
-    block moves the same bytes at both head dims."""
-    return 256 if width == 64 else QUANT_ROWS
-
-
 def quant_threads(width: int) -> int:
-    """Threads per quantizer block: one 16-byte chunk of 4 rows each, quant_rows(width) * width / 32."""
-    return quant_rows(width) * width // 32
+    """Threads per quantizer block: 4 * head_dim (one 16-byte chunk of 4 rows each)."""
+    return 4 * width
 
 
 def q_geometry(preset: str, granularity: str) -> GroupGeometry:
@@ -147,7 +141,7 @@ def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, 
     out, out_hnd = _empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
     scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
     fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"))
-    launch(fn, (-(-n // quant_rows(d)), h, b), (quant_threads(d), 1, 1),
+    launch(fn, (-(-n // QUANT_ROWS), h, b), (quant_threads(d), 1, 1),
            (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
             *geometry.args()), name="quant_int8_kernel")
     return out, scale
@@ -201,7 +195,7 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
     fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
-    items_per_head = -(-n // quant_rows(d))
+    items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
     threads = quant_threads(d)
     resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
