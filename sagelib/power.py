@@ -98,7 +98,7 @@ def summarize(samples: Sequence[Sample], marks: Sequence[tuple[float, int]], set
         raise ValueError(f"summarize: expected at least two (time, calls) marks, got {len(marks)}")
     t0 = marks[0][0] + settle_s
     steady_marks = [m for m in marks if m[0] >= t0]
-    steady = [s for s in samples if marks[0][0] + settle_s <= s.t_s <= marks[-1][0]]
+    steady = [s for s in samples if t0 <= s.t_s <= marks[-1][0]]
     if len(steady_marks) < 2 or not steady:
         raise ValueError(f"summarize: nothing left after settle_s={settle_s} s of a "
                          f"{marks[-1][0] - marks[0][0]:.2f} s load; run longer or settle less")
@@ -150,7 +150,20 @@ def sustain(fn: Callable[[], object], seconds: float, *, idle_s: float = 3.0, se
     finally:
         sampler.terminate()
     samples = [s for s in map(parse_sample, sampler.communicate()[0].splitlines()) if s]
+    marks, samples = past_midnight(marks, samples)
     return summarize(samples, marks, settle_s), samples
+
+
+def past_midnight(marks: Sequence[tuple[float, int]], samples: Sequence[Sample]):
+    """Marks and samples of a load that ran past midnight, on one clock: a reading more than 12 h
+    before the first mark belongs to the next day."""
+    start = marks[0][0]
+
+    def later(t: float) -> float:
+        return t + 86400 if t < start - 43200 else t
+
+    return ([(later(t), calls) for t, calls in marks],
+            [Sample(later(s.t_s), s.sm_mhz, s.power_w, s.reasons) for s in samples])
 
 
 #: the recording of the leave-one-out builds run back to back (EXPERIMENT_LOG seq 107)

@@ -82,3 +82,12 @@ def test_median_run_picks_the_middle_time_and_refuses_none():
     assert power.median_run(runs).ms_per_call == 11.0
     with pytest.raises(ValueError, match="at least one"):
         power.median_run([])
+
+
+def test_a_load_past_midnight_stays_on_one_clock():
+    marks = [(86399.5, 0), (0.2, 5), (0.7, 10)]
+    samples = [power.Sample(86399.9, 1980.0, 600.0, 0), power.Sample(0.5, 1900.0, 690.0, 4)]
+    marks, samples = power.past_midnight(marks, samples)
+    assert [t for t, _ in marks] == [86399.5, 86400.2, 86400.7]
+    assert [s.t_s for s in samples] == [86399.9, 86400.5]
+    assert power.summarize(samples, marks, settle_s=0.5).sm_mhz == 1900.0
