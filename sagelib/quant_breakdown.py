@@ -12,7 +12,8 @@ The ceilings are upper bounds in three ways: a fused pass is never free in the k
 tile, so a statistics pass over K and V stays; and the K-only and V-only launches of quant_kv.cu
 each pay the launch's fixed costs that the joint launch pays once. :func:`measure` times the passes
 on an sm_90 GPU (``scripts/quant_breakdown.py`` prints and records them, notebook 03 charts them);
-:func:`ceilings` is the arithmetic (tested on the CPU).
+:func:`ceilings` is the arithmetic (tested on the CPU). The passes are timed as GPU time (CUDA-graph
+replay), the calls as calls: what a fusion saves is the pass's GPU time.
 """
 
 from __future__ import annotations
@@ -26,11 +27,17 @@ SCHEMA = "sagelib.quant_breakdown/1"
 STEM = "quant-breakdown"  #: recordings are data/results/<date>-<gpu>-quant-breakdown.json
 #: the timed calls, in the order of the printed table
 PASSES = ("cudnn", "call", "kernel", "q", "k", "v", "kv")
+#: the passes timed as GPU time (CUDA-graph replay). At head_dim 64 a pass's host time per call is
+#: ~85% of its GPU time (Q 0.047 against 0.055 ms), so timed as calls it read up to 2x slow in some
+#: processes (EXPERIMENT_LOG seq 115 and 117).
+GPU_TIMED = ("q", "k", "v", "kv")
 
 
 @dataclass(frozen=True)
 class PassTimes:
-    """Medians in ms of one shape's calls, timed in one process."""
+    """Medians in ms of one shape's calls, timed in one process. The calls (cudnn, call, kernel) are timed as
+    Python calls; the passes (q, k, v, kv) as GPU time, each captured once in a CUDA graph and replayed
+    (:data:`GPU_TIMED`): a short pass timed as a call measured its host time in some processes instead."""
 
     cudnn: float   #: PyTorch SDPA's cuDNN backend, fp16 (the peer the issue's N=1024 target names)
     call: float    #: the cuda-sm90 backend end to end (validation, the three quantizations, the kernel)
@@ -127,6 +134,18 @@ def pass_calls(q, k, v) -> dict:
             "k": kv(True, False), "v": kv(False, True), "kv": kv(True, True)}
 
 
+def replay_of(fn):
+    """``fn`` captured once in a CUDA graph: the graph's replay, which runs the same launches without the host."""
+    import torch
+
+    fn()  # builds and loads the kernels outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
     """Time every call of :data:`PASSES` at ``shape`` (a :class:`sagelib.bench.Shape`) on this sm_90 GPU, rounds in
     rotated order in this process; the row a recording holds: shape, median times, round medians, ceilings."""
@@ -138,6 +157,8 @@ def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
         raise ValueError(f"rounds: expected a whole number of 1 or more, got {rounds!r}")
     dev = torch.device("cuda")
     calls = pass_calls(*bench.random_inputs(shape, torch.float16, dev, "HND", seed))
+    for name in GPU_TIMED:
+        calls[name] = replay_of(calls[name])
     config = bench.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
     round_ms = {name: [] for name in PASSES}
     for r in range(rounds):
