@@ -208,6 +208,17 @@ def timer_name(device: torch.device) -> str:
     return "cuda-events" if device.type == "cuda" else "cpu-wall-clock"
 
 
+def replay_of(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` captured once in a CUDA graph: the graph's replay, which runs the same launches without the host
+    (time it for a short call's GPU time alone). ``fn`` runs once first, outside the capture."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
 def time_calls(calls: Sequence[Callable[[], Any]], device: torch.device, config: TimingConfig) -> list[float]:
     """Time ``calls[i % len(calls)]`` for i in range(reps) after ``config.cooldown_s`` idle and a warm-up;
     milliseconds each.

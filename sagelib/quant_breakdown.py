@@ -37,7 +37,8 @@ GPU_TIMED = ("q", "k", "v", "kv")
 class PassTimes:
     """Medians in ms of one shape's calls, timed in one process. The calls (cudnn, call, kernel) are timed as
     Python calls; the passes (q, k, v, kv) as GPU time, each captured once in a CUDA graph and replayed
-    (:data:`GPU_TIMED`): a short pass timed as a call measured its host time in some processes instead."""
+    (:data:`GPU_TIMED`, :func:`sagelib.bench.replay_of`): a short pass timed as a call measured its host time in
+    some processes instead."""
 
     cudnn: float   #: PyTorch SDPA's cuDNN backend, fp16 (the peer the issue's N=1024 target names)
     call: float    #: the cuda-sm90 backend end to end (validation, the three quantizations, the kernel)
@@ -134,18 +135,6 @@ def pass_calls(q, k, v) -> dict:
             "k": kv(True, False), "v": kv(False, True), "kv": kv(True, True)}
 
 
-def replay_of(fn):
-    """``fn`` captured once in a CUDA graph: the graph's replay, which runs the same launches without the host."""
-    import torch
-
-    fn()  # builds and loads the kernels outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
 def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
     """Time every call of :data:`PASSES` at ``shape`` (a :class:`sagelib.bench.Shape`) on this sm_90 GPU, rounds in
     rotated order in this process; the row a recording holds: shape, median times, round medians, ceilings."""
@@ -158,7 +147,7 @@ def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
     dev = torch.device("cuda")
     calls = pass_calls(*bench.random_inputs(shape, torch.float16, dev, "HND", seed))
     for name in GPU_TIMED:
-        calls[name] = replay_of(calls[name])
+        calls[name] = bench.replay_of(calls[name])
     config = bench.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
     round_ms = {name: [] for name in PASSES}
     for r in range(rounds):

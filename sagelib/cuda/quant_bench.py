@@ -32,12 +32,7 @@ def time_ms(fn, reps: int = 20, warmup: int = 3) -> float:
 def graph_ms(fn, reps: int = 20) -> float | None:
     """GPU time of ``fn`` alone: captured once in a CUDA graph, replayed (no host overhead)."""
     try:
-        fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-        return time_ms(graph.replay, reps=reps)
+        return time_ms(bench.replay_of(fn), reps=reps)
     except Exception as exc:  # a capture failure is reported, not fatal
         print(f"  (graph capture failed: {type(exc).__name__}: {exc})")
         return None
