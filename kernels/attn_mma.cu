@@ -53,6 +53,22 @@ SAGE_DEVICE constexpr bool split_loops() {
   return ATTN_SPLIT_LOOPS >= 0 ? ATTN_SPLIT_LOOPS != 0 : ATTN_WIDEN_PV && !(D == 128 && PV_F16);
 }
 
+// Experiment switches (sm_90), see EXPERIMENT_LOG:
+// -DATTN_F16_V=1: V arrives as f16 [B, H_kv, D, N_pad] in natural token order, the contract's e4m3
+//   values widened exactly before the launch, so P.V takes its B fragments straight from ldmatrix.
+// -DATTN_PV_KQ_OUTER=1: the widened P.V walks the block's k steps outermost, four accumulator chains
+//   (two m-tiles x two n-tiles) in flight instead of two.
+#ifndef ATTN_F16_V
+#define ATTN_F16_V 0
+#endif
+#ifndef ATTN_PV_KQ_OUTER
+#define ATTN_PV_KQ_OUTER 0
+#endif
+#define ATTN_V_ELEM_BYTES (ATTN_F16_V ? 2 : 1)
+#if defined(__CUDA_ARCH__) && ATTN_F16_V && !ATTN_WIDEN_PV
+#error "ATTN_F16_V needs the sm_90 widened P.V (ATTN_WIDEN_PV)"
+#endif
+
 #define ATTN_CAUSAL 1
 #define ATTN_PER_THREAD 2
 #define ATTN_OUT_BF16 4
@@ -62,7 +78,7 @@ template <int D>
 struct AttnSmem {
   static constexpr int Q_BYTES = CTA_Q * D;
   static constexpr int K_BYTES = CTA_K * D;
-  static constexpr int V_BYTES = D * CTA_K;
+  static constexpr int V_BYTES = D * CTA_K * ATTN_V_ELEM_BYTES;
   static constexpr int TOTAL = Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
 };
 
@@ -83,13 +99,16 @@ SAGE_DEVICE void load_kv_block(u32 sk, u32 sv, const i8 *k, i64 k_sn, const u8 *
     const bool valid = key < n_kv;
     cp_async_16(k_lane + i * K_ROWS_PER_PASS * D, k + (valid ? (i64)key * k_sn : 0) + kc * 16, valid);
   }
-  constexpr int V_ROWS_PER_PASS = ATTN_THREADS / 4;  // V^T tile: D rows of 64 bytes
-  const int vr = tid / 4, vc = tid % 4;
-  const u32 v_lane = sv + swizzled_offset<64>(vr, vc);
-  const u8 *v_src = v + (i64)vr * n_pad + key0 + vc * 16;
+  constexpr int V_ROW_BYTES = CTA_K * ATTN_V_ELEM_BYTES;      // V^T tile: D rows of 64 tokens
+  constexpr int V_CHUNKS = V_ROW_BYTES / 16;
+  constexpr int V_ROWS_PER_PASS = ATTN_THREADS / V_CHUNKS;
+  const int vr = tid / V_CHUNKS, vc = tid % V_CHUNKS;
+  const u32 v_lane = sv + swizzled_offset<V_ROW_BYTES>(vr, vc);
+  const u8 *v_src = v + ((i64)vr * n_pad + key0) * ATTN_V_ELEM_BYTES + vc * 16;
 #pragma unroll
   for (int i = 0; i < D / V_ROWS_PER_PASS; ++i)
-    cp_async_16(v_lane + i * V_ROWS_PER_PASS * 64, v_src + (i64)i * V_ROWS_PER_PASS * n_pad, true);
+    cp_async_16(v_lane + i * V_ROWS_PER_PASS * V_ROW_BYTES,
+                v_src + (i64)i * V_ROWS_PER_PASS * n_pad * ATTN_V_ELEM_BYTES, true);
 }
 
 // Per-lane ldmatrix offsets. Lane i addresses row 8 * (matrix / 2 or % 2) + i % 8
@@ -215,6 +234,68 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, 
   }
 }
 
+// pv_block_widened with the k steps outermost: four accumulator chains in flight (-DATTN_PV_KQ_OUTER=1).
+template <int D, bool PV_F16>
+SAGE_DEVICE void pv_block_widened_kq_outer(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane,
+                                           const float (&alpha)[2][2], float (&o)[2][D / 8][4]) {
+#pragma unroll
+  for (int jp = 0; jp < D / 16; ++jp) {
+    float c[2][2][4] = {};
+    u32 acc[2][2][2] = {};
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      u32 vb[4];
+      ldmatrix_x4(vb, sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        u32 vw[2][2];
+        widen_b_e4m3(vb[2 * nt], vb[2 * nt + 1], vw[0], vw[1]);
+#pragma unroll
+        for (int k = 0; k < 2; ++k)
+#pragma unroll
+          for (int t = 0; t < 2; ++t) {
+            if (PV_F16) mma_f16_f16(acc[t][nt], pw[t][2 * ks + k], vw[k]);
+            else mma_f16_f32(c[t][nt], pw[t][2 * ks + k], vw[k]);
+          }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t][nt], acc[t][nt]);
+  }
+}
+
+// P.V on an f16 V^T tile (-DATTN_F16_V=1): rows of 64 natural-order tokens (128 bytes), so one ldmatrix_x4
+// per 16 channels and k16 step gives both n-tiles' B fragments, with nothing to widen.
+template <int D, bool PV_F16>
+SAGE_DEVICE void pv_block_f16_v(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
+                                float (&o)[2][D / 8][4]) {
+#pragma unroll
+  for (int jp = 0; jp < D / 16; ++jp) {
+    float c[2][2][4] = {};
+    u32 acc[2][2][2] = {};
+#pragma unroll
+    for (int kq = 0; kq < 4; ++kq) {
+      u32 vb[4];
+      ldmatrix_x4(vb, sv + ((v_lane ^ (kq << 5)) + jp * 16 * 128));
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const u32 b[2] = {vb[2 * nt], vb[2 * nt + 1]};
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          if (PV_F16) mma_f16_f16(acc[t][nt], pw[t][kq], b);
+          else mma_f16_f32(c[t][nt], pw[t][kq], b);
+        }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t][nt], acc[t][nt]);
+  }
+}
+
 // O = alpha * O + P.V, with the block's product formed in a fresh inner
 // accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
 template <int D, bool PV_F16>
@@ -292,7 +373,10 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D /
 #if ATTN_WIDEN_PV
   u32 pw[2][4][4];
   pack_p_fragments_f16(p, pw);
-  pv_block_widened<D, PV_F16>(pw, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
+  const u32 sv = w.sv0 + stage * AttnSmem<D>::V_BYTES;
+  if (ATTN_F16_V) pv_block_f16_v<D, PV_F16>(pw, sv, w.v_lane, alpha, o);
+  else if (ATTN_PV_KQ_OUTER) pv_block_widened_kq_outer<D, PV_F16>(pw, sv, w.v_lane, alpha, o);
+  else pv_block_widened<D, PV_F16>(pw, sv, w.v_lane, alpha, o);
 #else
   u32 pa[2][2][4];
   pack_p_fragments(p, pa);
@@ -346,7 +430,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
   cp_async_wait<1>();
   __syncthreads();
 
-  const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<64>(lane);
+  const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<CTA_K * ATTN_V_ELEM_BYTES>(lane);
   QFragments<D> qfrag;
   qfrag.init(sq, q_lane);
   const int q_group = per_thread ? (q0 / WARP_Q) * 8 + lane / 4 : q0 / WARP_Q;
