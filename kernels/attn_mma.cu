@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
 
   const i8 *q_head = q + b * q_sb + h * q_sh;
   const i8 *k_head = k + b * k_sb + hk * k_sh;
-  const u8 *v_head = v + ((i64)b * heads_kv + hk) * D * n_pad;
+  const u8 *v_head = v + ((i64)b * heads_kv + hk) * D * n_pad * ATTN_V_ELEM_BYTES;
   const float *ks_head = k_scale + ((i64)b * heads_kv + hk) * k_groups;
 
   int n_blocks = (n_kv + CTA_K - 1) / CTA_K;

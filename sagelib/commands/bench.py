@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from pathlib import Path
 
-from sagelib.cli import UsageError
+from sagelib.cli import UsageError, output_file
 
 
 def register(subparsers) -> None:
@@ -120,9 +119,7 @@ def main(args) -> int:
     from sagelib.bench_ceilings import format_ceilings, measure_ceilings
 
     if args.out:
-        out = Path(args.out)
-        if out.exists() and out.is_dir():
-            raise UsageError(f"--out: {out} is a folder; give a file name such as {out}/bench.json")
+        out = output_file("--out", args.out)
     device = torch.device(args.device)
     ceilings = {}
     if args.ceilings == "measure" and device.type == "cuda":

@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from sagelib.cli import UsageError
+from sagelib.cli import UsageError, output_file
 
 
 def _target_arguments(parser, required: bool = True) -> None:
@@ -96,6 +96,14 @@ def _validated_target(args):
     return causal[0]
 
 
+def _check_outputs(args, *flags) -> None:
+    """Check the files named by ``flags`` before the tool runs, so a bad path loses no profile at the end."""
+    for flag in flags:
+        name = getattr(args, flag[2:].replace("-", "_"))
+        if name:
+            output_file(flag, name)
+
+
 def _write(out, payload) -> None:
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -126,6 +134,7 @@ def cmd_ncu(args) -> int:
     from sagelib import profiling
 
     causal = _validated_target(args)
+    _check_outputs(args, "--out", "--log")
     status = profiling.tool_status("ncu")
     if not status.available:
         raise UsageError(f"ncu: {status.reason}")
@@ -164,6 +173,7 @@ def cmd_sanitize(args) -> int:
     causal = _validated_target(args)
     if args.tool not in profiling.SANITIZER_TOOLS:
         raise UsageError(f"--tool: expected one of {', '.join(profiling.SANITIZER_TOOLS)}, got {args.tool!r}")
+    _check_outputs(args, "--out")
     status = profiling.tool_status("compute-sanitizer")
     if not status.available:
         raise UsageError(f"compute-sanitizer: {status.reason}")
@@ -177,6 +187,7 @@ def cmd_sanitize(args) -> int:
 def cmd_ptxas(args) -> int:
     from sagelib import profiling
 
+    _check_outputs(args, "--out")
     table = profiling.ptxas_table()
     if table["reason"] is not None:
         print(f"sagelib profile ptxas: not available: {table['reason']}", file=sys.stderr)
@@ -195,6 +206,7 @@ def cmd_stalls(args) -> int:
 
     if args.top < 0:
         raise UsageError(f"--top: expected how many instructions to list (0 or more), got {args.top}")
+    _check_outputs(args, "--out", "--csv")
     if args.from_csv:
         if args.backend:
             raise UsageError("--from-csv: summarises a CSV already written; leave out --backend (or --from-csv)")
@@ -219,6 +231,7 @@ def cmd_stalls(args) -> int:
             return 1
         text = done.stdout
         if args.csv:
+            Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
             Path(args.csv).write_text(text)
         if done.returncode != 0:
             print(f"sagelib profile stalls: ncu exited {done.returncode}: {(done.stderr or text)[-600:]}",

@@ -11,7 +11,6 @@ One line per target of issues 4 and 6 (sagelib.targets.TARGETS): the measured fi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -25,18 +24,20 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from sagelib import bench, targets
-    from sagelib.cli import UsageError
+    from sagelib.cli import UsageError, input_file
 
-    if args.source:
-        path = Path(args.source)
+    if args.source is not None:
+        path = input_file("--from", args.source, "a bench document written by `sagelib bench --out` or "
+                          "scripts/bench_cuda.py (recorded ones are under data/results/)")
         try:
             document = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UsageError(f"--from: {path} is not JSON ({exc}); pass a file written by `sagelib bench --out`")
         if not isinstance(document, dict) or document.get("schema") != bench.SCHEMA:
-            got = document.get("schema") if isinstance(document, dict) else type(document).__name__
+            got = f"schema {document.get('schema')!r}" if isinstance(document, dict) else \
+                f"a JSON {type(document).__name__}"
             raise UsageError(f"--from: expected a {bench.SCHEMA} document (`sagelib bench --out` or "
-                             f"scripts/bench_cuda.py), got schema {got!r} in {path}")
+                             f"scripts/bench_cuda.py), got {got} in {path}")
     else:
         document, path = targets.latest_document()
         if document is None:
