@@ -86,10 +86,8 @@ def discover_notebooks(notebooks_dir: str | os.PathLike = NOTEBOOKS_DIR) -> list
     """The ``NN_name.py`` files of ``notebooks_dir``, in name order."""
     directory = Path(notebooks_dir)
     if not directory.is_dir():
-        raise ValueError(
-            f"notebooks directory {str(directory)!r} does not exist; "
-            "pass the folder holding the NN_name.py notebooks"
-        )
+        found = "is a file, not a folder" if directory.exists() else "does not exist"
+        raise ValueError(f"--notebooks {str(directory)!r}: {found}; pass the folder holding the NN_name.py notebooks")
     return sorted(p for p in directory.iterdir() if p.is_file() and _NOTEBOOK_FILE.match(p.name))
 
 
@@ -246,7 +244,7 @@ def load_profiles(path: str | os.PathLike) -> dict[str, Profile]:
         return {}
     try:
         document = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid YAML ({exc}); fix the file") from None
     if not isinstance(document, dict):
         raise ValueError(f"{path}: expected a mapping of profile name -> notebooks, got {type(document).__name__}")
@@ -487,10 +485,10 @@ def plan_run(
     """Check every input of a run (ValueError on the first bad one) and fix its folder."""
     notebooks_dir = Path(notebooks_dir)
     profiles_path = Path(profiles_path) if profiles_path else notebooks_dir / PROFILES_FILE
-    chosen = get_profile(load_profiles(profiles_path), profile, profiles_path)
-    paths = discover_notebooks(notebooks_dir)
+    paths = discover_notebooks(notebooks_dir)  # first: a wrong --notebooks also hides its profiles.yaml
     if not paths:
         raise ValueError(f"no notebooks in {notebooks_dir} (files named NN_name.py); pass --notebooks DIR")
+    chosen = get_profile(load_profiles(profiles_path), profile, profiles_path)
     notebooks = [load_notebook(p) for p in select_notebooks(paths, only)]
     values = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
     check_overrides(values, notebooks)

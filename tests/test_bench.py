@@ -407,3 +407,13 @@ def test_gpu_ceilings_measured():
     assert ceilings["copy"]["value"] > 0.1, ceilings["copy"]
     assert ceilings["bf16_gemm"]["value"] > 1, ceilings["bf16_gemm"]
     assert math.isfinite(ceilings["int8_gemm"]["value"] or 0.0)
+
+
+def test_cli_refuses_an_out_path_it_cannot_write_before_timing_anything(sagelib_cli, tmp_path):
+    (tmp_path / "file").write_text("")
+    for out, problem in [(tmp_path, "a folder, not a file"),
+                         (tmp_path / "file" / "bench.json", "is a file, not a folder")]:
+        code, stdout, err = sagelib_cli("bench", "--device", "cpu", "--backends", "reference", "--shapes", "1:2:64:64",
+                                        "--reps", "3", "--warmup", "1", "--no-progress", "--out", str(out))
+        assert code == 2 and err.startswith(f"sagelib bench: error: --out {str(out)!r}: ") and problem in err
+        assert stdout == ""  # refused before the sweep: no table, no timing lost

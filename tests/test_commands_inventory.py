@@ -55,3 +55,25 @@ def test_environment_file_is_recorded(capsys, repo):
                                   "--environment", str(repo / "env.json")))
     assert code == 0
     assert '"NVIDIA H200"' in (repo / "inventory.json").read_text()
+
+
+def test_paths_it_cannot_use_are_named_with_the_fix(capsys, repo, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    add = ("add", "contract.md", "--kind", "contract", "--command", "by hand")
+    assert run(capsys, *inv(repo, *add))[0] == 0
+    for argv, message in [
+        (("inventory", "add", "--inventory", str(elsewhere), "--root", str(repo), *add[1:]), "a folder, not a file"),
+        (("inventory", "add", "--inventory", str(elsewhere / "no" / "inv.json"), "--root", str(repo), *add[1:]),
+         "does not exist"),
+        (("inventory", "verify", "--inventory", str(elsewhere), "--root", str(repo)), "a folder, not a file"),
+        (("inventory", "verify", "--inventory", str(repo / "inventory.json"), "--root", str(repo / "absent")),
+         f"--root {str(repo / 'absent')!r}: no such folder"),
+    ]:
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and err.startswith("sagelib inventory: error: --") and message in err, err
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_errors_name_the_inventory_command_even_with_its_command_flag(capsys, repo):
+    code, _, err = run(capsys, *inv(repo, "add", "absent.md", "--kind", "contract", "--command", "by hand"))
+    assert code == 2 and err.startswith("sagelib inventory: error: artifact 'absent.md'"), err

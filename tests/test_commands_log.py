@@ -110,3 +110,29 @@ def test_repair_and_import_prior(capsys, log, tmp_path):
 def test_missing_log_is_an_input_error(capsys, tmp_path):
     code, _, err = run(capsys, "log", "verify", "--log", str(tmp_path / "absent.jsonl"))
     assert code == 2 and "no such file" in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--json", "absent.json"), "--json 'absent.json': no such file; give a JSON file of record fields"),
+    (("--measured", "tops=1", "--artifact", "outputs/absent.json"), "--artifact 'outputs/absent.json': no such file"),
+    (("--view", "{tmp}"), "a folder, not a file"),
+    (("--view", "{tmp}/absent/log.md"), "its folder"),
+])
+def test_append_names_a_path_it_cannot_use_and_writes_nothing(capsys, log, tmp_path, extra, message):
+    code, _, err = append(capsys, log, *[e.format(tmp=tmp_path) for e in extra])
+    assert code == 2 and err.startswith("sagelib log: error: " + extra[-2]) and message in err, err
+    assert not (tmp_path / "log.jsonl").exists() or (tmp_path / "log.jsonl").read_text() == ""
+
+
+def test_a_missing_prior_work_file_is_named(capsys, log, tmp_path):
+    absent = str(tmp_path / "absent.yaml")
+    for argv in (("log", "import-prior", "--log", log, "--date", "2026-08-26", "--prior-work", absent),
+                 ("log", "propose", "--log", log, "--technique", "t", "--phase", "2", "--hypothesis", "h",
+                  "--fingerprint-source", SOURCE, "--prior-work", absent)):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and f"--prior-work {absent!r}: no such file" in err, err
+
+
+def test_a_log_that_is_a_folder_is_named_so(capsys, tmp_path):
+    code, _, err = run(capsys, "log", "verify", "--log", str(tmp_path))
+    assert code == 2 and "a folder, not a file" in err

@@ -84,3 +84,15 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "quant_int8_kernel<128, false, false>" in text and "spill st/ld" in text
     assert json.loads(out.read_text())["ok"] is True
+
+
+def test_a_json_path_it_cannot_write_is_refused_before_compiling(tmp_path, capsys, monkeypatch):
+    def compiled(*args, **kwargs):
+        raise AssertionError("compiled before --json was checked")
+
+    monkeypatch.setattr(check, "run_check", compiled)
+    assert main(["kernels", "check", "--json", str(tmp_path)]) == 2
+    assert "--json " in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["kernels", "check", "--json", str(tmp_path / "file" / "check.json")]) == 2
+    assert "is a file, not a folder" in capsys.readouterr().err

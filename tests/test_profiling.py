@@ -163,3 +163,19 @@ def test_ptxas_by_arch_pivots_kernels_against_architectures():
     assert table[0] == {"kernel": "attn<128>", "sm_90": "255 r, spill 64 B", "sm_89": "200 r"}
     assert table[1] == {"kernel": "quant<64>", "sm_90": "64 r, smem 768 B"}
     assert table[2]["sm_120a"] == "FAILED: ptxas fatal"
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["ptxas", "--out", "{file}/ptxas.json"], "--out"),
+    (["ncu", "--backend", "reference", "--shape", "1:1:64:64", "--log", "{file}/ncu.csv"], "--log"),
+])
+def test_profile_cli_checks_its_output_files_before_the_tool_runs(sagelib_cli, tmp_path, monkeypatch, argv, flag):
+    def ran(*args, **kwargs):
+        raise AssertionError("the tool ran before its output path was checked")
+
+    monkeypatch.setattr(profiling, "ptxas_table", ran)
+    monkeypatch.setattr(profiling, "ncu_profile", ran)
+    monkeypatch.setattr(profiling, "tool_status", lambda name: profiling.ToolStatus(name, "/bin/true", "fake"))
+    (tmp_path / "file").write_text("")
+    code, _, err = sagelib_cli("profile", *[a.format(file=tmp_path / "file") for a in argv])
+    assert code == 2 and err.startswith(f"sagelib profile: error: {flag} ") and "is a file, not a folder" in err

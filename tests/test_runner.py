@@ -175,6 +175,12 @@ def test_malformed_profiles_are_refused(tmp_path, text, message):
         runner.load_profiles(tmp_path / "profiles.yaml")
 
 
+def test_a_profiles_file_that_is_not_text_is_refused_with_its_name(tmp_path):
+    (tmp_path / "profiles.yaml").write_bytes(b"\xff\xfe tiny: {}")
+    with pytest.raises(ValueError, match="profiles.yaml: not valid YAML"):
+        runner.load_profiles(tmp_path / "profiles.yaml")
+
+
 def test_parameter_precedence_and_checks(tmp_path):
     write(tmp_path, {"00_x.py": notebook_text("output_dir = 'x'\nn = 1\nm = 2\ndevice = 'cpu'")})
     nb = runner.load_notebook(tmp_path / "00_x.py")
@@ -238,6 +244,22 @@ def test_bad_input_is_one_line_and_exit_2(small_workbook, tmp_path, capsys, argv
     assert err.startswith("sagelib run: error: ") and message in err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_a_wrong_profiles_file_or_notebooks_folder_is_named(small_workbook, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    absent = str(tmp_path / "absent.yaml")
+    for argv, message in [
+        (["--profiles", absent, "--profile", "tiny"], f"--profiles {absent!r}: no such file; give a profiles YAML"),
+        (["--list", "--profiles", absent], f"--profiles {absent!r}: no such file"),
+        (["--list", "--profiles", str(small_workbook)], "a folder, not a file"),
+        (["--notebooks", str(tmp_path / "file"), "--profile", "tiny"], "is a file, not a folder"),
+        (["--notebooks", str(tmp_path / "nope"), "--profile", "tiny"], f"--notebooks {str(tmp_path / 'nope')!r}"),
+    ]:
+        code = cli.main(["run", "--notebooks", str(small_workbook), "--out", str(tmp_path / "out"), *argv])
+        err = capsys.readouterr().err
+        assert code == 2 and err.startswith("sagelib run: error: ") and message in err, err
+        assert not (tmp_path / "out").exists()
 
 
 def test_list_shows_parameters_and_profile_values(small_workbook, capsys):

@@ -114,3 +114,16 @@ def test_the_command_refuses_a_file_that_is_not_a_bench_document(tmp_path, capsy
     broken.write_text("{")
     assert cli.main(["targets", "--from", str(broken)]) == 2
     assert "is not JSON" in capsys.readouterr().err
+
+
+def test_the_command_names_from_and_the_fix_for_a_path_it_cannot_read(tmp_path, capsys):
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(b"\xff\xfe{")
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    for given, found in [(tmp_path / "absent.json", "no such file"), (tmp_path, "a folder, not a file"),
+                         (binary, "is not JSON"), (listed, "got a JSON list")]:
+        assert cli.main(["targets", "--from", str(given)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("sagelib targets: error: --from") and found in err, err
+        assert "sagelib bench --out" in err and err.count("\n") == 1

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from sagelib import provenance
-from sagelib.cli import UsageError
+from sagelib.cli import UsageError, input_file
 
 
 def _common(parser) -> None:
@@ -63,9 +63,17 @@ def register(subparsers) -> None:
 
 
 def _inventory(args) -> Path:
-    path = Path(args.inventory)
-    if not path.is_file() and args.inventory_command != "add" and args.inventory_command != "block":
-        raise UsageError(f"--inventory {str(path)!r}: no such file")
+    """The --inventory file, checked with --root before anything is hashed or written."""
+    if not Path(args.root).is_dir():
+        raise UsageError(f"--root {args.root!r}: no such folder; give the repository root the artifact paths "
+                         "are relative to, or leave --root out")
+    if args.inventory_command == "verify":
+        return input_file("--inventory", args.inventory, "an inventory such as data/reference_inventory.json")
+    path = Path(args.inventory)  # add and block start a new inventory where none is yet
+    if path.is_dir() or not path.parent.is_dir():
+        problem = "a folder, not a file" if path.is_dir() else f"its folder {str(path.parent)!r} does not exist"
+        raise UsageError(f"--inventory {args.inventory!r}: {problem}; give the inventory file in an existing folder, "
+                         "or leave --inventory out for data/reference_inventory.json")
     return path
 
 
@@ -88,6 +96,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_add(args) -> int:
+    path = _inventory(args)
     environment = None
     if args.environment_here:
         environment = provenance.environment()
@@ -99,7 +108,7 @@ def cmd_add(args) -> int:
         if not isinstance(environment, dict):
             raise UsageError(f"--environment {args.environment!r}: expected a JSON object")
     artifact = provenance.inventory_add(args.artifact, args.kind, args.command, environment=environment,
-                                        note=args.note, replace=args.replace, path=args.inventory,
+                                        note=args.note, replace=args.replace, path=path,
                                         root=args.root)
     print(f"recorded {artifact.path} ({artifact.kind}) sha256 {artifact.sha256} size {artifact.size}")
     return 0
@@ -107,6 +116,6 @@ def cmd_add(args) -> int:
 
 def cmd_block(args) -> int:
     blocker = provenance.add_blocker(args.id, args.subject, args.reason, args.unblock,
-                                     path=args.inventory, root=args.root)
+                                     path=_inventory(args), root=args.root)
     print(f"recorded blocker {blocker.id}: {blocker.subject}")
     return 0

@@ -10,7 +10,6 @@ more than ``kernels/check_baseline.json`` allows.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 
 def register(subparsers) -> None:
@@ -47,15 +46,17 @@ def run_build_command(args) -> int:
 
 
 def run_check_command(args) -> int:
-    from sagelib.cli import UsageError
+    from sagelib.cli import UsageError, output_file
     from sagelib.cuda import check
 
     if args.jobs < 1:
         raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
+    json_out = output_file("--json", args.json) if args.json else None  # checked before the long compile
     result = check.run_check(args.kernel, args.arch, jobs=args.jobs, baseline={} if args.write_baseline else None)
     print(check.format_table(result))
-    if args.json:
-        Path(args.json).write_text(json.dumps(check.to_json(result), indent=2))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(check.to_json(result), indent=2))
     if args.write_baseline:
         failed_targets = [t for t in result.targets if not t.ok]
         if failed_targets:

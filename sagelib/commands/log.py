@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from sagelib import ledger, ledger_render, prior_work, reopening
-from sagelib.cli import UsageError
+from sagelib.cli import UsageError, input_file
 
 
 def _common(parser) -> None:
@@ -116,13 +116,24 @@ def register(subparsers) -> None:
 
 def _paths(args) -> tuple[Path, Path]:
     path = Path(args.log)
-    return path, Path(args.view) if args.view else ledger.default_view(path)
+    if not args.view:
+        return path, ledger.default_view(path)
+    view = Path(args.view)
+    if view.is_dir() or not view.parent.is_dir():  # checked now: a record appended before a failed render
+        problem = "a folder, not a file" if view.is_dir() else f"its folder {str(view.parent)!r} does not exist"
+        raise UsageError(f"--view {args.view!r}: {problem}; give the log's Markdown view in an existing folder, "
+                         "or leave --view out for the default")
+    return path, view
 
 
 def _existing(path: Path) -> Path:
-    if not path.is_file():
-        raise UsageError(f"--log {str(path)!r}: no such file; give the path of an experiment log")
-    return path
+    return input_file("--log", str(path), "the path of an experiment log")
+
+
+def _prior_work(args) -> str | None:
+    if args.prior_work is not None:
+        input_file("--prior-work", args.prior_work, "a prior-work YAML such as data/prior_work.yaml, or leave it out")
+    return args.prior_work
 
 
 def cmd_verify(args) -> int:
@@ -183,7 +194,9 @@ def _split_figure(text: str, flag: str) -> dict:
 
 
 def _fields_from_flags(args) -> dict:
-    fields = ledger.load_fields_json(args.json_file) if args.json_file else {}
+    fields = {}
+    if args.json_file:
+        fields = ledger.load_fields_json(input_file("--json", args.json_file, "a JSON file of record fields"))
     for name in ("date", "phase", "experiment", "hypothesis", "status", "technique", "decision", "notes"):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
@@ -194,6 +207,10 @@ def _fields_from_flags(args) -> dict:
         fields["actions"] = list(args.action)
     fields.setdefault("actions", [])
     measured = [_split_figure(m, "--measured") for m in args.measured or []]
+    for artifact in args.artifact or []:
+        if not (ledger.REPO_ROOT / artifact).is_file():  # relative paths are read from the repository root
+            raise UsageError(f"--artifact {artifact!r}: no such file in the repository {ledger.REPO_ROOT}; "
+                             "give a result file backing the --measured figures, relative to the repository")
     if measured and not args.artifact and not args.unbacked:
         raise UsageError("--measured needs --artifact PATH (the result files backing it) or "
                          "--unbacked REASON")
@@ -241,13 +258,14 @@ def cmd_propose(args) -> int:
             raise UsageError(f"--{name} is required for a proposal")
     declarations = [reopening.Declaration(c, e) for c, e in zip(args.declare, args.evidence)]
     date = args.date or ledger.utc_now()[:10]
+    prior_path = _prior_work(args)
     experiment = (args.experiment
-                  or f"{date}-{reopening.technique_key(args.technique, prior_work.load(args.prior_work))}")
+                  or f"{date}-{reopening.technique_key(args.technique, prior_work.load(prior_path))}")
     try:
         decision = reopening.propose(
             args.technique, args.fingerprint_source, reopening.parse_config(args.config), declarations,
             experiment=experiment, hypothesis=args.hypothesis, phase=args.phase, date=date,
-            path=path, view=view, prior_path=args.prior_work)
+            path=path, view=view, prior_path=prior_path)
     except ledger.LedgerError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -265,7 +283,7 @@ def cmd_repair(args) -> int:
 def cmd_import_prior(args) -> int:
     path, view = _paths(args)
     try:
-        records = reopening.import_prior_work(args.date, path, view, args.prior_work)
+        records = reopening.import_prior_work(args.date, path, view, _prior_work(args))
     except ledger.LedgerError as exc:
         print(exc, file=sys.stderr)
         return 1

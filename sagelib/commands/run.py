@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from sagelib import runner
-from sagelib.cli import UsageError
+from sagelib.cli import UsageError, input_file
 
 
 def register(subparsers) -> None:
@@ -46,7 +46,10 @@ def register(subparsers) -> None:
 
 def main(args) -> int:
     notebooks_dir = Path(args.notebooks)
-    profiles_path = Path(args.profiles) if args.profiles else notebooks_dir / runner.PROFILES_FILE
+    profiles_path = notebooks_dir / runner.PROFILES_FILE
+    if args.profiles is not None:  # only the default may be absent (no profiles); a given file must exist
+        profiles_path = input_file("--profiles", args.profiles, "a profiles YAML like notebooks/profiles.yaml, "
+                                   "or leave --profiles out to use the one in the notebooks folder")
     if args.list:
         return list_notebooks(notebooks_dir, profiles_path, args.only, args.profile)
     profile = args.profile or runner.default_profile()
@@ -68,10 +71,10 @@ def main(args) -> int:
 def list_notebooks(notebooks_dir: Path, profiles_path: Path, only, profile: str | None = None) -> int:
     """Print each notebook's parameters: default, then the value of every profile (or of ``profile``)."""
     try:
+        paths = runner.select_notebooks(runner.discover_notebooks(notebooks_dir), only)
         profiles = runner.load_profiles(profiles_path)
         if profile is not None:
             profiles = {profile: runner.get_profile(profiles, profile, profiles_path)}
-        paths = runner.select_notebooks(runner.discover_notebooks(notebooks_dir), only)
         notebooks = [runner.load_notebook(p) for p in paths]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
