@@ -53,21 +53,17 @@ SAGE_DEVICE constexpr bool split_loops() {
   return ATTN_SPLIT_LOOPS >= 0 ? ATTN_SPLIT_LOOPS != 0 : ATTN_WIDEN_PV && !(D == 128 && PV_F16);
 }
 
-// Experiment switches (sm_90), see EXPERIMENT_LOG:
-// -DATTN_F16_V=1: V arrives as f16 [B, H_kv, D, N_pad] in natural token order, the contract's e4m3
-//   values widened exactly before the launch, so P.V takes its B fragments straight from ldmatrix.
-// -DATTN_PV_KQ_OUTER=1: the widened P.V walks the block's k steps outermost, four accumulator chains
-//   (two m-tiles x two n-tiles) in flight instead of two.
-#ifndef ATTN_F16_V
-#define ATTN_F16_V 0
-#endif
+// The widened P.V walks the block's k steps outermost, four accumulator chains (two m-tiles x two
+// n-tiles) in flight instead of two or three, for <128, fp32+fp32> on sm_90: 1.022-1.027x there, level
+// for <128, fp32+fp16> and 0.99x at head_dim 64, which keep the jp-outer order (EXPERIMENT_LOG seq 121).
+// -DATTN_PV_KQ_OUTER=0 / =1 forces one order for every instance.
 #ifndef ATTN_PV_KQ_OUTER
-#define ATTN_PV_KQ_OUTER 0
+#define ATTN_PV_KQ_OUTER (-1)
 #endif
-#define ATTN_V_ELEM_BYTES (ATTN_F16_V ? 2 : 1)
-#if defined(__CUDA_ARCH__) && ATTN_F16_V && !ATTN_WIDEN_PV
-#error "ATTN_F16_V needs the sm_90 widened P.V (ATTN_WIDEN_PV)"
-#endif
+template <int D, bool PV_F16>
+SAGE_DEVICE constexpr bool pv_kq_outer() {
+  return ATTN_PV_KQ_OUTER >= 0 ? ATTN_PV_KQ_OUTER != 0 : D == 128 && !PV_F16;
+}
 
 #define ATTN_CAUSAL 1
 #define ATTN_PER_THREAD 2
@@ -78,7 +74,7 @@ template <int D>
 struct AttnSmem {
   static constexpr int Q_BYTES = CTA_Q * D;
   static constexpr int K_BYTES = CTA_K * D;
-  static constexpr int V_BYTES = D * CTA_K * ATTN_V_ELEM_BYTES;
+  static constexpr int V_BYTES = D * CTA_K;
   static constexpr int TOTAL = Q_BYTES + 2 * K_BYTES + 2 * V_BYTES;
 };
 
@@ -99,16 +95,13 @@ SAGE_DEVICE void load_kv_block(u32 sk, u32 sv, const i8 *k, i64 k_sn, const u8 *
     const bool valid = key < n_kv;
     cp_async_16(k_lane + i * K_ROWS_PER_PASS * D, k + (valid ? (i64)key * k_sn : 0) + kc * 16, valid);
   }
-  constexpr int V_ROW_BYTES = CTA_K * ATTN_V_ELEM_BYTES;      // V^T tile: D rows of 64 tokens
-  constexpr int V_CHUNKS = V_ROW_BYTES / 16;
-  constexpr int V_ROWS_PER_PASS = ATTN_THREADS / V_CHUNKS;
-  const int vr = tid / V_CHUNKS, vc = tid % V_CHUNKS;
-  const u32 v_lane = sv + swizzled_offset<V_ROW_BYTES>(vr, vc);
-  const u8 *v_src = v + ((i64)vr * n_pad + key0) * ATTN_V_ELEM_BYTES + vc * 16;
+  constexpr int V_ROWS_PER_PASS = ATTN_THREADS / 4;  // V^T tile: D rows of 64 bytes
+  const int vr = tid / 4, vc = tid % 4;
+  const u32 v_lane = sv + swizzled_offset<64>(vr, vc);
+  const u8 *v_src = v + (i64)vr * n_pad + key0 + vc * 16;
 #pragma unroll
   for (int i = 0; i < D / V_ROWS_PER_PASS; ++i)
-    cp_async_16(v_lane + i * V_ROWS_PER_PASS * V_ROW_BYTES,
-                v_src + (i64)i * V_ROWS_PER_PASS * n_pad * ATTN_V_ELEM_BYTES, true);
+    cp_async_16(v_lane + i * V_ROWS_PER_PASS * 64, v_src + (i64)i * V_ROWS_PER_PASS * n_pad, true);
 }
 
 // Per-lane ldmatrix offsets. Lane i addresses row 8 * (matrix / 2 or % 2) + i % 8
@@ -183,10 +176,14 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
   }
 }
 
-// V^T's B fragments for 16 channels (rows 16 jp ..) and both k32 steps of the block.
+// V^T's B fragments for 16 channels (rows 16 jp ..) and k32 step ks of the block.
+SAGE_DEVICE void load_v_fragment(u32 (&vb)[4], u32 sv, u32 v_lane, int jp, int ks) {
+  ldmatrix_x4(vb, sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+}
+// ... and for both k32 steps.
 SAGE_DEVICE void load_v_fragments(u32 (&vb)[2][4], u32 sv, u32 v_lane, int jp) {
 #pragma unroll
-  for (int ks = 0; ks < 2; ++ks) ldmatrix_x4(vb[ks], sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+  for (int ks = 0; ks < 2; ++ks) load_v_fragment(vb[ks], sv, v_lane, jp, ks);
 }
 
 // O's 16 x 8 tile = alpha * O + the block's inner product for it: fp32 in `inner`, or with PV_F16
@@ -204,95 +201,48 @@ SAGE_DEVICE void fold_inner(float (&o)[4], const float (&alpha)[2], const float 
 
 // The P.V of pv_block with the e4m3 operands widened to f16 in the source (ptx_mma.cuh): on sm_90,
 // where ptxas would otherwise widen each e4m3 mma.sync itself and add the accumulator in with a
-// separate instruction, the block's four k16 steps chain in the tensor core instead.
-template <int D, bool PV_F16>
+// separate instruction, the block's four k16 steps chain in the tensor core instead. KQ_OUTER walks
+// the k steps outermost, so all four accumulator chains of 16 channels are in flight (pv_kq_outer).
+template <int D, bool PV_F16, bool KQ_OUTER>
 SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
                                   float (&o)[2][D / 8][4]) {
 #pragma unroll
   for (int jp = 0; jp < D / 16; ++jp) {
     u32 vb[2][4];
-    load_v_fragments(vb, sv, v_lane, jp);
+    float c[2][2][4] = {};
+    u32 acc[2][2][2] = {};
+    auto k32_step = [&](int ks, int nt) {
+      u32 vw[2][2];  // [k16 step][register]
+      widen_b_e4m3(vb[ks][2 * nt], vb[ks][2 * nt + 1], vw[0], vw[1]);
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      float c[2][4] = {};
-      u32 acc[2][2] = {};
+      for (int i = 0; i < 4; ++i) {  // jp-outer: each m-tile's two k16 steps in turn; kq-outer: the m-tiles in turn
+        const int t = KQ_OUTER ? i % 2 : i / 2, k = KQ_OUTER ? i / 2 : i % 2;
+        if (PV_F16) mma_f16_f16(acc[t][nt], pw[t][2 * ks + k], vw[k]);
+        else mma_f16_f32(c[t][nt], pw[t][2 * ks + k], vw[k]);
+      }
+    };
+    auto fold = [&](int nt) {
+#pragma unroll
+      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t][nt], acc[t][nt]);
+    };
+    if (KQ_OUTER) {
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
-        u32 vw[2][2];  // [k16 step][register]
-        widen_b_e4m3(vb[ks][2 * nt], vb[ks][2 * nt + 1], vw[0], vw[1]);
+        load_v_fragment(vb[ks], sv, v_lane, jp, ks);
 #pragma unroll
-        for (int t = 0; t < 2; ++t)
-#pragma unroll
-          for (int k = 0; k < 2; ++k) {
-            if (PV_F16) mma_f16_f16(acc[t], pw[t][2 * ks + k], vw[k]);
-            else mma_f16_f32(c[t], pw[t][2 * ks + k], vw[k]);
-          }
+        for (int nt = 0; nt < 2; ++nt) k32_step(ks, nt);
       }
 #pragma unroll
-      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t], acc[t]);
-    }
-  }
-}
-
-// pv_block_widened with the k steps outermost: four accumulator chains in flight (-DATTN_PV_KQ_OUTER=1).
-template <int D, bool PV_F16>
-SAGE_DEVICE void pv_block_widened_kq_outer(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane,
-                                           const float (&alpha)[2][2], float (&o)[2][D / 8][4]) {
-#pragma unroll
-  for (int jp = 0; jp < D / 16; ++jp) {
-    float c[2][2][4] = {};
-    u32 acc[2][2][2] = {};
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      u32 vb[4];
-      ldmatrix_x4(vb, sv + ((v_lane ^ (ks << 5)) + jp * 16 * 64));
+      for (int nt = 0; nt < 2; ++nt) fold(nt);
+    } else {
+      load_v_fragments(vb, sv, v_lane, jp);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
-        u32 vw[2][2];
-        widen_b_e4m3(vb[2 * nt], vb[2 * nt + 1], vw[0], vw[1]);
 #pragma unroll
-        for (int k = 0; k < 2; ++k)
-#pragma unroll
-          for (int t = 0; t < 2; ++t) {
-            if (PV_F16) mma_f16_f16(acc[t][nt], pw[t][2 * ks + k], vw[k]);
-            else mma_f16_f32(c[t][nt], pw[t][2 * ks + k], vw[k]);
-          }
+        for (int ks = 0; ks < 2; ++ks) k32_step(ks, nt);
+        fold(nt);
       }
     }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t][nt], acc[t][nt]);
-  }
-}
-
-// P.V on an f16 V^T tile (-DATTN_F16_V=1): rows of 64 natural-order tokens (128 bytes), so one ldmatrix_x4
-// per 16 channels and k16 step gives both n-tiles' B fragments, with nothing to widen.
-template <int D, bool PV_F16>
-SAGE_DEVICE void pv_block_f16_v(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
-                                float (&o)[2][D / 8][4]) {
-#pragma unroll
-  for (int jp = 0; jp < D / 16; ++jp) {
-    float c[2][2][4] = {};
-    u32 acc[2][2][2] = {};
-#pragma unroll
-    for (int kq = 0; kq < 4; ++kq) {
-      u32 vb[4];
-      ldmatrix_x4(vb, sv + ((v_lane ^ (kq << 5)) + jp * 16 * 128));
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const u32 b[2] = {vb[2 * nt], vb[2 * nt + 1]};
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-          if (PV_F16) mma_f16_f16(acc[t][nt], pw[t][kq], b);
-          else mma_f16_f32(c[t][nt], pw[t][kq], b);
-        }
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int t = 0; t < 2; ++t) fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c[t][nt], acc[t][nt]);
   }
 }
 
@@ -373,10 +323,7 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D /
 #if ATTN_WIDEN_PV
   u32 pw[2][4][4];
   pack_p_fragments_f16(p, pw);
-  const u32 sv = w.sv0 + stage * AttnSmem<D>::V_BYTES;
-  if (ATTN_F16_V) pv_block_f16_v<D, PV_F16>(pw, sv, w.v_lane, alpha, o);
-  else if (ATTN_PV_KQ_OUTER) pv_block_widened_kq_outer<D, PV_F16>(pw, sv, w.v_lane, alpha, o);
-  else pv_block_widened<D, PV_F16>(pw, sv, w.v_lane, alpha, o);
+  pv_block_widened<D, PV_F16, pv_kq_outer<D, PV_F16>()>(pw, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
 #else
   u32 pa[2][2][4];
   pack_p_fragments(p, pa);
@@ -402,7 +349,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
 
   const i8 *q_head = q + b * q_sb + h * q_sh;
   const i8 *k_head = k + b * k_sb + hk * k_sh;
-  const u8 *v_head = v + ((i64)b * heads_kv + hk) * D * n_pad * ATTN_V_ELEM_BYTES;
+  const u8 *v_head = v + ((i64)b * heads_kv + hk) * D * n_pad;
   const float *ks_head = k_scale + ((i64)b * heads_kv + hk) * k_groups;
 
   int n_blocks = (n_kv + CTA_K - 1) / CTA_K;
@@ -430,7 +377,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
   cp_async_wait<1>();
   __syncthreads();
 
-  const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<CTA_K * ATTN_V_ELEM_BYTES>(lane);
+  const u32 q_lane = q_lane_offset<D>(warp, lane), k_lane = b_lane_offset<D>(lane), v_lane = b_lane_offset<64>(lane);
   QFragments<D> qfrag;
   qfrag.init(sq, q_lane);
   const int q_group = per_thread ? (q0 / WARP_Q) * 8 + lane / 4 : q0 / WARP_Q;

@@ -404,16 +404,13 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
     h_kv = p.k_int8.shape[1]
     out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)
-    v_bytes = p.v_fp8.element_size()  # 2: the e4m3 values widened to f16 in token order (-DATTN_F16_V, sm_90)
-    if v_bytes == 2:
-        build_options = (*build_options, "-DATTN_F16_V=1")
     fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"), options=build_options)
     launch(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1),
            (p.q_int8, *_hnd_strides(p.q_int8), p.k_int8, *_hnd_strides(p.k_int8), p.v_fp8, p.q_scale, p.k_scale,
             p.v_scale, out_hnd, *_hnd_strides(out_hnd), lse, I32(n_q), I32(p.n_kv), I32(p.v_fp8.shape[-1]),
             I32(h_q), I32(h_kv), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]), I32(flags), I32(shift),
             F32(p.sm_scale * P.LOG2E)),
-           shared_mem=(2 + v_bytes) * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
+           shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
     return finish_outputs(p, out, lse)
 
 
