@@ -127,23 +127,32 @@ def evaluate(document: dict, targets: tuple[Target, ...] = TARGETS) -> list[Stat
     return statuses
 
 
+def _distinct(value: float, goal: float | None, percent: bool) -> str:
+    """``value`` with one decimal, or as many more (up to four) as it takes not to read as ``goal`` when it
+    differs from it: a share of 69.96% against 70% is shown as 69.96%, not 70.0%."""
+    for digits in range(1, 5):
+        text = f"{value:.{digits}%}" if percent else f"{value:.{digits}f}"
+        if goal is None or value == goal or text != (f"{goal:.{digits}%}" if percent else f"{goal:.{digits}f}"):
+            return text
+    return text
+
+
 def format_table(statuses: list[Status]) -> str:
     """One line per target: issue, name, measured, goal, met or how far short."""
     lines = [f"{'issue':<6} {'target':<48} {'measured':>10} {'goal':>22}  status"]
     for s in statuses:
-        def shown(value):
-            if value is None:
-                return "-"
-            return f"{value:.1%}" if s.unit == "of copy" else f"{value:.1f}"
+        def shown(value, goal=None):
+            return "-" if value is None else _distinct(value, goal, s.unit == "of copy")
         goal_text = shown(s.goal) + (f" ({s.target.peer})" if s.target.kind == "peer" else "")
         if s.met is None:
             status = f"not measured: {s.missing}"
         elif s.met:
             status = "met"
         else:
-            status = f"missed, {s.shortfall:.0%} short"
+            status = f"missed, {s.shortfall:.0%} short" if s.shortfall >= 0.005 else f"missed, {s.shortfall:.2%} short"
         status += f" ({s.note})" if s.note else ""
-        lines.append(f"{s.target.issue:<6} {s.target.name:<48} {shown(s.measured):>10} {goal_text:>22}  {status}")
+        measured = shown(s.measured, s.goal)
+        lines.append(f"{s.target.issue:<6} {s.target.name:<48} {measured:>10} {goal_text:>22}  {status}")
     return "\n".join(lines)
 
 

@@ -57,6 +57,17 @@ def test_the_kernel_only_bar_must_be_passed_not_equalled():
     assert next(s for s in equal if s.target.mode == "kernel_only").met is False
 
 
+def test_a_near_miss_never_reads_as_the_goal():
+    document = _document(d64=649.96)
+    document["quantizers"]["rows"][0]["gpu_tb_s"] = 0.69964 * 4.0  # 69.96% of the copy: rounds to 70.0%
+    text = targets.format_table(targets.evaluate(document))
+    quant = next(line for line in text.splitlines() if "quantizers" in line)
+    assert "69.96%" in quant and "70.0%" in quant and "missed, 0.05% short" in quant
+    d64 = next(line for line in text.splitlines() if "D64" in line)
+    assert "649.96" in d64 and "650.0" in d64 and "missed, 0.01% short" in d64
+    assert "400.0" in text and "missed, 27% short" in text  # far misses keep one decimal and whole percents
+
+
 def test_a_case_the_document_lacks_is_not_measured_not_missed():
     document = _document()
     document["records"] = [r for r in document["records"] if r["backend"] != "sdpa-cudnn"]
