@@ -25,11 +25,6 @@
 // item i, so it re-reads its tokens from L2 (the launcher sizes lag from the grid
 // and the head length). Deadlock-free when lag >= items per head: every stats
 // item an apply item waits for holds a smaller ticket, and stats items never wait.
-// With `fused` set, each ticket is one fused item instead: the stats of 128 tokens,
-// then, once their head is finalized, their quantization from the same registers
-// (no second read). A block waits holding one published item and takes its next
-// ticket only after the wait, so the launch is deadlock-free when the blocks that
-// can be resident at once are at least the items of a head (the launcher's choice).
 //
 // Layout: 4 * D threads per block, each one 16-byte chunk of 4 rows (quant_int8.cuh's
 // quad layout), so a stats item has 8 loads per thread in flight and an apply item
@@ -51,7 +46,7 @@ struct KVArgs {
   int n_pad; float v_scale_max, inv_v_scale_max; int permute_v;  // inv_: fl32(1 / scale_max)
   int *ticket; int *head_done; double *k_sum; u32 *v_amax;  // zeroed workspace: [ticket, head_done[B*H]]
   u32 *km_word; u32 *vmult_word;  // [B, H, D], zeroed: the finalized head (see the header)
-  int n_tokens, heads, batch, lag, do_k, do_v, fused;
+  int n_tokens, heads, batch, lag, do_k, do_v;
   double inv_n;  // fl64(1 / n_tokens), as torch's mean multiplies by it
 };
 
@@ -70,7 +65,7 @@ SAGE_DEVICE void ticket_to_item(int t, int n_items, int lag, bool &apply, int &i
 
 // A ticket decoded once, by thread 0, and handed to the block through shared memory
 // (its two runtime divisions and 64-bit head offsets would otherwise be paid by every thread).
-enum { KV_STATS = 0, KV_APPLY = 1, KV_END = 2, KV_FUSED = 3 };
+enum { KV_STATS = 0, KV_APPLY = 1, KV_END = 2 };
 struct KVItem {
   int kind, bh, row0;
   i64 k_head, v_head, kq_head;  // element offsets of the head's token 0 in k, v and k_int8
@@ -78,12 +73,12 @@ struct KVItem {
 
 SAGE_DEVICE KVItem decode_ticket(const KVArgs &a, int t, int items_per_head, int n_items) {
   KVItem it = {KV_END, 0, 0, 0, 0, 0};
-  if (t >= (a.fused ? 1 : 2) * n_items) return it;
-  bool apply = false;
-  int item = t;
-  if (!a.fused) ticket_to_item(t, n_items, a.lag, apply, item);
+  if (t >= 2 * n_items) return it;
+  bool apply;
+  int item;
+  ticket_to_item(t, n_items, a.lag, apply, item);
   const int bh = item / items_per_head, b = bh / a.heads, h = bh % a.heads;
-  it.kind = a.fused ? KV_FUSED : apply ? KV_APPLY : KV_STATS;
+  it.kind = apply ? KV_APPLY : KV_STATS;
   it.bh = bh;
   it.row0 = (item - bh * items_per_head) * QUANT_ROWS;
   it.k_head = b * a.k_sb + h * a.k_sh;
@@ -194,18 +189,13 @@ SAGE_DEVICE void channel_words(const KVArgs &a, int bh, u32 tid, u32 &kw, u32 &v
   }
 }
 
-// The item's 128 tokens of K and V in this thread's quad layout; STREAM for their last read.
-template <int D, bool STREAM>
-SAGE_DEVICE void load_item(const KVArgs &a, const KVItem &it, u32 tid, u32x4 (&kr)[4], u32x4 (&vr)[4]) {
-  if (a.do_k) load_quad<D, STREAM>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
-  if (a.do_v) load_quad<D, STREAM>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-}
-
 template <int D, bool BF16>
-SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm,
-                            const u32x4 (&kr)[4], const u32x4 (&vr)[4]) {
+SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
+  u32x4 kr[4], vr[4];
+  if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
   if (a.do_k) {
     double sum[8];
 #pragma unroll
@@ -274,13 +264,13 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
   if (tid < D && sm.head_complete) finalize_channel<D, BF16>(a, it.bh, tid);
 }
 
-// Quantize the item's registers once its head is finalized. A fused item takes its block's next
-// ticket (into *next) only here, after the wait: a block never holds an unstarted item while it waits.
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm, u32x4 (&kr)[4],
-                            u32x4 (&vr)[4], int *next) {
+SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
+  u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
+  if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
   if (tid < D) {
     u32 kw, vw;
     channel_words<D>(a, it.bh, tid, kw, vw);
@@ -289,7 +279,6 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
     sm.vmult[by_element<D>(tid)] = __uint_as_float(vw);
   }
   __syncthreads();
-  if (next != nullptr && tid == 0) *next = atomicAdd(a.ticket, 1);
   if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
     u32 *vt = &sm.u.vt[vt_word(c * 8, L::row(tid) / 4)];
     const float *vmult = &sm.vmult[c];
@@ -340,14 +329,13 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
     i8 *k_int8, i64 kq_sb, i64 kq_sh, i64 kq_sn, float *k_scale, int k_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift, u16 *km, u8 *v_fp8, float *v_scale, int n_pad,
     float v_scale_max, float inv_v_scale_max, int permute_v, int *workspace_ints, double *k_sum, u32 *v_amax,
-    u32 *km_word, u32 *vmult_word, int n_tokens, int heads, int batch, int lag, int do_k, int do_v, int fused,
-    double inv_n) {
+    u32 *km_word, u32 *vmult_word, int n_tokens, int heads, int batch, int lag, int do_k, int do_v, double inv_n) {
   __shared__ KVSmem<D> sm;
   __shared__ KVItem s_item[2];
   const KVArgs a = {k, k_sb, k_sh, k_sn, v, v_sb, v_sh, v_sn, k_int8, kq_sb, kq_sh, kq_sn,
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
-                    v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, fused, inv_n};
+                    v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, inv_n};
   const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;
@@ -361,15 +349,11 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
     if (it.kind == KV_END) break;
     const u32 tid = quant_tid();
     int next = 0;
-    if (tid == 0 && it.kind != KV_FUSED) next = atomicAdd(a.ticket, 1);
-    u32x4 kr[4], vr[4];  // an apply item's loads go out before its wait: they depend on nothing
-    if (it.kind == KV_STATS) {
-      load_item<D, false>(a, it, tid, kr, vr);
-      stats_item<D, BF16>(a, it, items_per_head, tid, sm, kr, vr);
+    if (tid == 0) next = atomicAdd(a.ticket, 1);
+    if (it.kind == KV_APPLY) {
+      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm);
     } else {
-      load_item<D, true>(a, it, tid, kr, vr);
-      if (it.kind == KV_FUSED) stats_item<D, BF16>(a, it, items_per_head, tid, sm, kr, vr);
-      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm, kr, vr, it.kind == KV_FUSED ? &next : nullptr);
+      stats_item<D, BF16>(a, it, items_per_head, tid, sm);
     }
     if (tid == 0) s_item[(i + 1) & 1] = decode_ticket(a, next, items_per_head, n_items);
     __syncthreads();  // also: the item's shared memory is free for the next one

@@ -157,13 +157,11 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None, fused: bool = False) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
-    ``fused`` runs each item's statistics and quantization from one read (kernels/quant_kv.cu); it needs
-    at least a head's items resident at once and falls back to the two-pass schedule where they are not.
     """
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
@@ -201,15 +199,13 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     n_items = items_per_head * b * h
     threads = quant_threads(d)
     resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
-    fused = fused and resident >= items_per_head  # else a block waiting on its head could hold what it needs
-    grid = min((1 if fused else 2) * n_items, resident)
+    grid = min(2 * n_items, resident)
     lag = kv_lag(grid, items_per_head)
     launch(fn, (grid, 1, 1), (threads, 1, 1),
            (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
             F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
             I32(int(g.permute_v if permute_v is None else permute_v)), ints, k_sum, v_amax, km_word, vmult_word,
-            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), I32(int(fused)), F64(1.0 / n)),
-           name="quant_kv_kernel")
+            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
 
 
