@@ -21,11 +21,13 @@ SAGE_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
-// One arrival on the mbarrier at `bar`'s offset in CTA `cta` of this cluster.
+// One arrival on the mbarrier at `bar`'s offset in CTA `cta` of this cluster, with the default
+// (CTA-scope) release: what a consumer releasing a stage it has finished reading needs. The
+// cluster-scope form compiles to MEMBAR.ALL.CTA + MEMBAR.ALL.GPU before every arrival.
 SAGE_DEVICE void mbarrier_arrive_cluster(u64 *bar, u32 cta) {
   u32 remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_address(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
 // tma_load_4d into `dst` of every CTA in `cta_mask`, each completing on its own `bar`.
