@@ -44,19 +44,12 @@ struct Sm90Smem {
   TileDivisors divisors;    // the tile decode's, in the geometries that keep them here (scheduler.cuh)
 };
 
-// With SM90_CLUSTER > 1 the grid is made of clusters of that many CTAs (geometry.cuh).
-#if SM90_CLUSTER > 1
-#define SM90_CLUSTER_DIMS __cluster_dims__(SM90_CLUSTER, 1, 1)
-#else
-#define SM90_CLUSTER_DIMS
-#endif
-
 // Dynamic shared memory is requested with this much slack, so the tiles can start on
 // a 1024-byte boundary (the swizzle atoms are counted from there).
 #define SM90_SMEM_ALIGN 1024
 
 template <int D, int STAGES, int CONSUMERS, int BLOCK_KEYS>
-__global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 1) SM90_CLUSTER_DIMS attn_sm90_kernel(
+__global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 1) attn_sm90_kernel(
     const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
     const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
     const float *__restrict__ v_scale, u16 *__restrict__ out, i64 o_sb, i64 o_sh, i64 o_sn, float *__restrict__ lse,
@@ -70,26 +63,23 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   Sm90Smem<D, STAGES, G> &smem = *reinterpret_cast<Sm90Smem<D, STAGES, G> *>(smem_raw + pad);
   const bool causal = flags & SM90_CAUSAL;
   if (threadIdx.x == 0) {
-    smem.ring.init(G::CONSUMER_WARPS * SM90_CLUSTER);
+    smem.ring.init(G::CONSUMER_WARPS);
     smem.q_slots.init(G::CONSUMER_WARPS);
     if constexpr (TileScheduler<G>::SHARED_DIVISORS)
       smem.divisors = TileScheduler<G>(n_q, n_kv, D, heads_q, heads_kv, batch, causal, smem.divisors).compute_divisors();
     mbarrier_init_fence();
   }
   __syncthreads();
-  if (SM90_CLUSTER > 1) cluster_sync();  // every CTA's barriers are set up before any multicast or remote arrival
   const TileScheduler<G> tiles(n_q, n_kv, D, heads_q, heads_kv, batch, causal, smem.divisors);
   if (warpgroup_index() == 0) {
     warpgroup_regs_release<SM90_PRODUCER_REGS>();
     if (threadIdx.x == 0)
       produce<D, STAGES>(AttnMaps{&q_map, &k_map, &v_map}, v_scale, smem, tiles, tile_counter, heads_kv, n_q, n_kv,
                          causal, causal_shift, trace);
-    if (SM90_CLUSTER > 1) cluster_sync();  // (as below)
     return;
   }
   warpgroup_regs_claim<G::CONSUMER_REGS>();
   consume<D, STAGES>(smem, tiles,
                      ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
                                   k_groups, flags, causal_shift, sm_scale_log2e, trace});
-  if (SM90_CLUSTER > 1) cluster_sync();  // the other CTAs' consumers may still arrive on this CTA's barriers
 }

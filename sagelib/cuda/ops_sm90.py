@@ -150,19 +150,18 @@ def _row_swizzle(row_bytes: int) -> str:
     return "128B" if row_bytes == 128 else "64B"
 
 
-def tensor_maps(p: PreparedAttention, geometry: Geometry, cluster: int = 1):
-    """The Q, K and V^T tensor maps the kernel copies tiles with (boxes of a tile's rows / a block's keys; with
-    ``cluster`` CTAs sharing each K/V stage, one CTA's share: 1 / cluster of the keys and of the channels)."""
+def tensor_maps(p: PreparedAttention, geometry: Geometry):
+    """The Q, K and V^T tensor maps the kernel copies tiles with (boxes of a tile's rows / a block's keys)."""
     b, h_q, n_q, width = p.q_int8.shape
     q_map = tensor_map(p.q_int8.reshape(b * h_q, n_q, width), (1, geometry.cta_q, width), _row_swizzle(width))
-    k_map = tensor_map(p.k_int8, (1, 1, geometry.block_keys // cluster, width), _row_swizzle(width))
-    v_map = tensor_map(p.v_fp8, (1, 1, width // cluster, geometry.block_keys), _row_swizzle(geometry.block_keys))
+    k_map = tensor_map(p.k_int8, (1, 1, geometry.block_keys, width), _row_swizzle(width))
+    v_map = tensor_map(p.v_fp8, (1, 1, width, geometry.block_keys), _row_swizzle(geometry.block_keys))
     return q_map, k_map, v_map
 
 
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
                   build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None,
-                  geometry: Geometry | None = None, cluster: int = 1):
+                  geometry: Geometry | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
     ``cta_k`` (None or 64) and the head dim pick the geometry (:func:`geometry_for`): the output is
@@ -173,9 +172,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     ``$SAGELIB_SM90_OPTIONS`` (:func:`environment_options`); with
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
     of ``kernels/include/attn_sm90/trace.cuh``. ``geometry`` (experiments) builds another
-    Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``. ``cluster`` 2 (an experiment,
-    EXPERIMENT_LOG seq 127) launches clusters of two CTAs that share each K/V stage by TMA multicast; it needs a
-    non-causal call with an even number of query tiles per head.
+    Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``.
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
@@ -190,17 +187,13 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
-    q_tiles = -(-n_q // geometry.cta_q)
-    tiles = q_tiles * h_q * b
-    if cluster not in (1, 2) or (cluster == 2 and (p.causal or q_tiles % 2)):
-        raise ValueError(f"cluster: expected 1, or 2 for a non-causal call with an even number of query tiles per "
-                         f"head, got {cluster} (causal {p.causal}, {q_tiles} query tiles)")
-    options = (*environment_options(), *build_options, *((f"-DSM90_CLUSTER={cluster}",) if cluster > 1 else ()))
+    tiles = -(-n_q // geometry.cta_q) * h_q * b
+    options = (*environment_options(), *build_options)
     instance = instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys)
     fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
-    launch(fn, (min(tiles, _sm_count(dev)) // cluster * cluster, 1, 1), (geometry.threads, 1, 1),
-           (*tensor_maps(p, geometry, cluster), p.q_scale, p.k_scale, p.v_scale, out_hnd,
+    launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
+           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd,
             *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
             I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),

@@ -28,12 +28,6 @@
 #define SM90_VSCALE_SMEM 1
 #endif
 #define SM90_PRODUCER_REGS 24
-// CTAs of a cluster that share every K/V stage, each TMA-multicasting its share of the stage to
-// all of them (experiment; non-causal with an even number of query blocks per head: the CTAs of a
-// cluster take tiles 2p and 2p + 1 of one head and walk the ring in step). 1: no clusters.
-#ifndef SM90_CLUSTER
-#define SM90_CLUSTER 1
-#endif
 #define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
 #define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step
 

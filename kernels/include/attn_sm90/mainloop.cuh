@@ -14,7 +14,6 @@
 // meanwhile), releases the stage and folds. The alternatives below stay buildable for
 // experiments; notes/kernels.md has what each measured.
 #pragma once
-#include "../hopper/cluster.cuh"
 #include "../hopper/pipeline.cuh"
 #include "../hopper/warpgroup_regs.cuh"
 #include "../hopper/wgmma.cuh"
@@ -281,23 +280,8 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   issue_pv<D>(inner, p, c.smem.v[stage]);
   wgmma_wait<0>();
   wgmma_pin(inner);
-  release_stage(&c.smem.ring.empty[stage]);
+  warp_release(&c.smem.ring.empty[stage]);
   fold_block<D>(o, alpha, inner);
-}
-
-// A consumer warp is done reading a K/V stage. With SM90_CLUSTER CTAs sharing the stages, every CTA's
-// producer writes a share of this CTA's copy, so the warp arrives on the stage's `empty` barrier in
-// each CTA of the cluster, which counts the consumer warps of all of them.
-SAGE_DEVICE void release_stage(u64 *empty) {
-  if (SM90_CLUSTER == 1) {
-    warp_release(empty);
-    return;
-  }
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) {
-#pragma unroll
-    for (u32 cta = 0; cta < SM90_CLUSTER; ++cta) mbarrier_arrive_cluster(empty, cta);
-  }
 }
 
 // One S buffer (the default): block j's completed scores are in `s`; after the softmax,
@@ -355,7 +339,7 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX && SM90_PASS_AFTER_WAIT) c.turns.pass_turn();
   wgmma_pin(inner);
   wgmma_pin(s);
-  release_stage(&c.smem.ring.empty[stage]);
+  warp_release(&c.smem.ring.empty[stage]);
   fold_block<D, PARTS, PARTS - 1>(o, alpha, inner);
   c.trace.stamp(j, TRACE_FOLDED);
 }

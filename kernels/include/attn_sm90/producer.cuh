@@ -10,7 +10,6 @@
 // The thread polls its barriers: a suspend-time hint on those waits (its warp shares a
 // scheduler with two consumer warps) measured no gain (EXPERIMENT_LOG seq 29; tree 7d591a7).
 #pragma once
-#include "../hopper/cluster.cuh"
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
 #include "ablation.cuh"
@@ -19,8 +18,8 @@
 
 struct AttnMaps {
   const TensorMap *q;  // int8 [B * H_q, N_q, D], box CTA_Q x D
-  const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box BLOCK_KEYS x D (BLOCK_KEYS / SM90_CLUSTER x D)
-  const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D (/ SM90_CLUSTER) x BLOCK_KEYS
+  const TensorMap *k;  // int8 [B, H_kv, N_kv, D], box BLOCK_KEYS x D
+  const TensorMap *v;  // e4m3 [B, H_kv, D, N_pad] (V^T, keys permuted in 16s), box D x BLOCK_KEYS
 };
 
 // The tile index goes through shared memory as an atomic store, read back as an atomic by
@@ -78,20 +77,9 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
         continue;
       }
       kv_loads_left -= SM90_ABLATE_KV_LOADS;
-      u64 *full = &smem.ring.full[ring.stage];
-      mbarrier_arrive_expect_tx(full, sizeof(smem.k[0]) + sizeof(smem.v[0]));  // (all shares land in every CTA)
-      if (SM90_CLUSTER > 1) {  // this CTA's share of the keys and of the channels, to every CTA of the cluster
-        constexpr int K_SHARE = G::BLOCK_KEYS / SM90_CLUSTER, V_SHARE = D / SM90_CLUSTER;
-        const int r = static_cast<int>(cluster_ctarank());
-        constexpr u16 ALL = (1u << SM90_CLUSTER) - 1;
-        tma_load_4d_multicast(smem.k[ring.stage] + r * K_SHARE * D, maps.k, full, 0, j * G::BLOCK_KEYS + r * K_SHARE,
-                              hk, tile.batch, ALL);
-        tma_load_4d_multicast(smem.v[ring.stage] + r * V_SHARE * G::BLOCK_KEYS, maps.v, full, j * G::BLOCK_KEYS,
-                              r * V_SHARE, hk, tile.batch, ALL);
-      } else {
-        tma_load_4d(smem.k[ring.stage], maps.k, full, 0, j * G::BLOCK_KEYS, hk, tile.batch);
-        tma_load_4d(smem.v[ring.stage], maps.v, full, j * G::BLOCK_KEYS, 0, hk, tile.batch);
-      }
+      mbarrier_arrive_expect_tx(&smem.ring.full[ring.stage], sizeof(smem.k[0]) + sizeof(smem.v[0]));
+      tma_load_4d(smem.k[ring.stage], maps.k, &smem.ring.full[ring.stage], 0, j * G::BLOCK_KEYS, hk, tile.batch);
+      tma_load_4d(smem.v[ring.stage], maps.v, &smem.ring.full[ring.stage], j * G::BLOCK_KEYS, 0, hk, tile.batch);
       ring.advance();
       if (j == 0) tile_trace.stamp(walked, PRODUCER_FIRST_KV);
     }

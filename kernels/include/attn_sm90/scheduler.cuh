@@ -88,10 +88,9 @@ struct TileScheduler {
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
   // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
-  // handed out beyond the grid's first ones. SM90_STATIC_TILES=1 keeps the static stride, which a
-  // cluster's CTAs also take (SM90_CLUSTER: tiles 2p and 2p + 1, then the same stride for both).
+  // handed out beyond the grid's first ones. SM90_STATIC_TILES=1 keeps the static stride.
   SAGE_DEVICE int take_next(int *counter, int current) const {
-    return SM90_STATIC_TILES || SM90_CLUSTER > 1 ? current + gridDim.x : gridDim.x + atomicAdd(counter, 1);
+    return SM90_STATIC_TILES ? current + gridDim.x : gridDim.x + atomicAdd(counter, 1);
   }
   SAGE_DEVICE bool valid(int tile) const { return tile < tiles; }
 
