@@ -575,6 +575,9 @@ else:
 # runs at 1,980 MHz: its gain is cycles and clock together. Leaving out the K/V copies (the L2-to-SM
 # traffic) took D=128 off the cap (1.05x), which bounds what sharing each stage between two CTAs
 # could return; D=64 ran below the cap then, and the score conversion was its dearest instruction.
+# That sharing was then built (record sm90-kv-multicast: two CTAs of a cluster, each multicasting
+# half of every stage): under the cap it raised the clock from ~1,870 to ~1,915 MHz, as predicted,
+# and the two CTAs' lockstep took as much per cycle, so D=128 came out level and N=1024 slower.
 
 # %%
 energy_doc, energy_path = bench_records.latest(schema=sweep_records.SCHEMA, stem=power.ABLATIONS_STEM)
