@@ -32,16 +32,8 @@
 // tokens of one channel (built in registers from the quad), rows of 128 bytes per
 // channel with the 16-byte groups XOR-swizzled by (channel / 8) % 8: the word
 // stores and the 16-byte reads are both free of bank conflicts.
-// -DQUANT_KV_PREFETCH=1 (experiment): each thread copies its quad of the block's next item into its
-// own 16-byte slots of dynamic shared memory (cp.async) while the current item runs; blocks then
-// hold three tickets (current, prefetched, next) and the launcher sizes lag for that.
 // Targets: sm_89, sm_90, sm_120a, sm_121a. Grid: resident blocks.
-#include "cp_async.cuh"
 #include "quant_int8.cuh"
-
-#ifndef QUANT_KV_PREFETCH
-#define QUANT_KV_PREFETCH 0
-#endif
 
 struct KVArgs {
   const u16 *k; i64 k_sb, k_sh, k_sn;
@@ -197,44 +189,13 @@ SAGE_DEVICE void channel_words(const KVArgs &a, int bh, u32 tid, u32 &kw, u32 &v
   }
 }
 
-// The item's quad of K and V rows, as load_quad reads them, copied into this thread's slots of `buf`:
-// slot (tensor * 4 + row) * THREADS + tid, rows at or past n_tokens zero-filled.
-template <int D>
-SAGE_DEVICE void prefetch_item(const KVArgs &a, const KVItem &it, u32 tid, u32 buf) {
-  using L = QuadLayout<D>;
-  const int r = it.row0 + (int)L::row(tid);
-  const u32 c = L::chunk(tid) * 8;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const bool valid = r + k < a.n_tokens;
-    if (a.do_k)
-      cp_async_16(buf + (k * L::THREADS + tid) * 16, a.k + it.k_head + (valid ? (i64)(r + k) * a.k_sn : 0) + c, valid);
-    if (a.do_v)
-      cp_async_16(buf + ((4 + k) * L::THREADS + tid) * 16, a.v + it.v_head + (valid ? (i64)(r + k) * a.v_sn : 0) + c,
-                  valid);
-  }
-  cp_async_commit();
-}
-
-template <int D>
-SAGE_DEVICE void take_prefetched(const KVArgs &a, u32 tid, const u32x4 *buf, u32x4 (&kr)[4], u32x4 (&vr)[4]) {
-  using L = QuadLayout<D>;
-  cp_async_wait<0>();
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    if (a.do_k) kr[k] = buf[k * L::THREADS + tid];
-    if (a.do_v) vr[k] = buf[(4 + k) * L::THREADS + tid];
-  }
-}
-
-// PREFETCHED: kr and vr hold the item already (else it loads them here).
-template <int D, bool BF16, bool PREFETCHED = false>
-SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm,
-                            u32x4 (&kr)[4], u32x4 (&vr)[4]) {
+template <int D, bool BF16>
+SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
-  if (!PREFETCHED && a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
-  if (!PREFETCHED && a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
+  u32x4 kr[4], vr[4];
+  if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
   if (a.do_k) {
     double sum[8];
 #pragma unroll
@@ -303,14 +264,13 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
   if (tid < D && sm.head_complete) finalize_channel<D, BF16>(a, it.bh, tid);
 }
 
-template <int D, bool BF16, bool CUDA_FLAVOUR, bool PREFETCHED = false>
-SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm, u32x4 (&kr)[4],
-                            u32x4 (&vr)[4]) {
+template <int D, bool BF16, bool CUDA_FLAVOUR>
+SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
-  // issued before the wait: they depend on nothing
-  if (!PREFETCHED && a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
-  if (!PREFETCHED && a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
+  u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
+  if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
   if (tid < D) {
     u32 kw, vw;
     channel_words<D>(a, it.bh, tid, kw, vw);
@@ -371,9 +331,7 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
     float v_scale_max, float inv_v_scale_max, int permute_v, int *workspace_ints, double *k_sum, u32 *v_amax,
     u32 *km_word, u32 *vmult_word, int n_tokens, int heads, int batch, int lag, int do_k, int do_v, double inv_n) {
   __shared__ KVSmem<D> sm;
-  constexpr int SLOTS = QUANT_KV_PREFETCH ? 3 : 2;  // decoded items: current, (prefetched,) next
-  __shared__ KVItem s_item[SLOTS];
-  extern __shared__ __align__(16) u32x4 prefetched[];  // QUANT_KV_PREFETCH: 8 x THREADS slots
+  __shared__ KVItem s_item[2];
   const KVArgs a = {k, k_sb, k_sh, k_sn, v, v_sb, v_sh, v_sn, k_int8, kq_sb, kq_sh, kq_sn,
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
@@ -381,35 +339,23 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
   const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < SLOTS - 1; ++s) s_item[s] = decode_ticket(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
-  }
+  if (threadIdx.x == 0) s_item[0] = decode_ticket(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
   __syncthreads();
-  const u32 buf = (u32)__cvta_generic_to_shared(prefetched);
-  if (QUANT_KV_PREFETCH && s_item[0].kind != KV_END) prefetch_item<D>(a, s_item[0], quant_tid(), buf);
   for (int i = 0;; ++i) {
-    // s_item is a ring of decoded items: thread 0 takes a ticket as each item starts and
-    // writes it, decoded, into the slot the previous item freed as the item ends; the
-    // barrier at the end separates the two uses.
-    const KVItem &it = s_item[i % SLOTS];  // read where used: nothing of it held across the item
+    // s_item is double-buffered: thread 0 takes the next ticket as the item starts and
+    // writes it, decoded, into the other slot as the item ends; the barrier at the end
+    // separates the two uses.
+    const KVItem &it = s_item[i & 1];  // read where used: nothing of it held across the item
     if (it.kind == KV_END) break;
     const u32 tid = quant_tid();
     int next = 0;
     if (tid == 0) next = atomicAdd(a.ticket, 1);
-    u32x4 kr[4], vr[4];
-    if (QUANT_KV_PREFETCH) {
-      take_prefetched<D>(a, tid, prefetched, kr, vr);
-      const KVItem &after = s_item[(i + 1) % SLOTS];
-      if (after.kind != KV_END) prefetch_item<D>(a, after, tid, buf);  // this thread's slots are free again
-      if (it.kind == KV_APPLY) apply_item<D, BF16, CUDA_FLAVOUR, true>(a, it, tid, sm, kr, vr);
-      else stats_item<D, BF16, true>(a, it, items_per_head, tid, sm, kr, vr);
-    } else if (it.kind == KV_APPLY) {
-      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm, kr, vr);
+    if (it.kind == KV_APPLY) {
+      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm);
     } else {
-      stats_item<D, BF16>(a, it, items_per_head, tid, sm, kr, vr);
+      stats_item<D, BF16>(a, it, items_per_head, tid, sm);
     }
-    if (tid == 0) s_item[(i + SLOTS - 1) % SLOTS] = decode_ticket(a, next, items_per_head, n_items);
+    if (tid == 0) s_item[(i + 1) & 1] = decode_ticket(a, next, items_per_head, n_items);
     __syncthreads();  // also: the item's shared memory is free for the next one
   }
 }

@@ -28,7 +28,7 @@ from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
 from sagelib.contract.validate import check_layout, check_qk, check_qkv, check_tensor, default_sm_scale, to_hnd
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks, set_dynamic_smem
+from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 
 KERNEL_HEAD_DIMS = (64, 128)
 QUANT_ROWS = 128
@@ -157,13 +157,11 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None, prefetch: bool = False) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
-    ``prefetch`` (experiment, log seq 129) builds -DQUANT_KV_PREFETCH=1: each block copies its next item
-    into shared memory while the current one runs.
     """
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
@@ -196,37 +194,33 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
-    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"),
-                       options=("-DQUANT_KV_PREFETCH=1",) if prefetch else ())
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
     threads = quant_threads(d)
-    prefetch_bytes = 8 * 16 * threads if prefetch else 0  # K and V, 4 rows of 16 bytes per thread
-    set_dynamic_smem(fn, prefetch_bytes)  # (before the occupancy query, which counts it)
-    resident = max(1, max_active_blocks(fn, threads, prefetch_bytes)) * _sm_count(dev)
+    resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
     grid = min(2 * n_items, resident)
-    lag = kv_lag(grid, items_per_head, tickets_per_block=3 if prefetch else 2)
+    lag = kv_lag(grid, items_per_head)
     launch(fn, (grid, 1, 1), (threads, 1, 1),
            (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
             F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
             I32(int(g.permute_v if permute_v is None else permute_v)), ints, k_sum, v_amax, km_word, vmult_word,
-            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), F64(1.0 / n)),
-           shared_mem=prefetch_bytes, name="quant_kv_kernel")
+            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
 
 
-def kv_lag(grid: int, items_per_head: int, tickets_per_block: int = 2) -> int:
+def kv_lag(grid: int, items_per_head: int) -> int:
     """Tickets between a stats item and the apply item of the same tokens (kernels/quant_kv.cu).
 
     Each of the ``grid`` blocks holds at most two tickets (the one it runs and the
-    next, fetched early; three with QUANT_KV_PREFETCH), so when an apply item starts, the tickets
-    more than about tickets_per_block * grid before it are done. The last stats item of a head comes
+    next, fetched early), so when an apply item starts, the tickets more than about
+    2 * grid before it are done. The last stats item of a head comes
     2 * (lag - items_per_head) + 1 tickets before the head's first apply item, so
-    lag = (tickets_per_block - 1) * grid + items_per_head keeps apply items from waiting while
-    the re-read distance (about lag stats items of input) stays small enough for L2.
+    lag = grid + items_per_head keeps apply items from waiting while the re-read
+    distance (about lag stats items of input) stays small enough for L2.
     lag >= items_per_head is what makes the schedule deadlock-free.
     """
-    return (tickets_per_block - 1) * grid + items_per_head
+    return grid + items_per_head
 
 
 @lru_cache(maxsize=None)
