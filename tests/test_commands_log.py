@@ -21,7 +21,7 @@ def log(tmp_path):
 
 
 def append(capsys, log, *extra):
-    return run(capsys, "log", "append", "--log", log, "--phase", "1", "--experiment", "e",
+    return run(capsys, "log", "append", "--log", log, "--new-log", "--phase", "1", "--experiment", "e",
                "--status", "running", "--hypothesis", "h", *extra)
 
 
@@ -72,7 +72,7 @@ def test_unknown_status_is_refused_by_the_parser(capsys, log):
 
 
 def propose(capsys, log, *extra):
-    return run(capsys, "log", "propose", "--log", log, "--technique", "padded V smem", "--phase", "2",
+    return run(capsys, "log", "propose", "--log", log, "--new-log", "--technique", "padded V smem", "--phase", "2",
                "--hypothesis", "h", "--fingerprint-source", SOURCE, "--config", "blkk=128", *extra)
 
 
@@ -131,6 +131,22 @@ def test_a_missing_prior_work_file_is_named(capsys, log, tmp_path):
                   "--fingerprint-source", SOURCE, "--prior-work", absent)):
         code, _, err = run(capsys, *argv)
         assert code == 2 and f"--prior-work {absent!r}: no such file" in err, err
+
+
+@pytest.mark.parametrize("action", [
+    ("append", "--phase", "1", "--experiment", "e", "--status", "running", "--hypothesis", "h"),
+    ("propose", "--technique", "t", "--phase", "2", "--hypothesis", "h", "--fingerprint-source", SOURCE),
+])
+def test_a_mistyped_log_is_refused_unless_a_new_log_is_asked_for(capsys, tmp_path, action):
+    typo = tmp_path / "experiment_lgo.jsonl"
+    code, _, err = run(capsys, "log", action[0], "--log", str(typo), *action[1:])
+    assert code == 2 and f"--log {str(typo)!r}: no such file" in err and "--new-log" in err, err
+    assert not typo.exists()  # nothing started beside the real log
+    code, out, _ = run(capsys, "log", action[0], "--log", str(typo), "--new-log", *action[1:])
+    assert code == 0 and typo.exists() and len(ledger.read(typo)) == 1, out
+    # an existing log needs no flag (a second proposal needs an experiment id of its own)
+    code, _, err = run(capsys, "log", action[0], "--log", str(typo), *action[1:], "--experiment", "second")
+    assert code == 0 and len(ledger.read(typo)) == 2, err
 
 
 def test_a_log_that_is_a_folder_is_named_so(capsys, tmp_path):

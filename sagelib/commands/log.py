@@ -61,6 +61,7 @@ def register(subparsers) -> None:
 
     append = sub.add_parser("append", help="append one record")
     _common(append)
+    _new_log_flag(append)
     _content_flags(append)
     append.add_argument("--json", dest="json_file", metavar="FILE",
                         help="record fields as a JSON object; flags given as well override it")
@@ -87,6 +88,7 @@ def register(subparsers) -> None:
 
     propose = sub.add_parser("propose", help="open an experiment, enforcing the closed-work rules")
     _common(propose)
+    _new_log_flag(propose)
     _content_flags(propose)
     propose.add_argument("--technique", required=True)
     propose.add_argument("--fingerprint-source", nargs="+", required=True, metavar="FILE",
@@ -124,6 +126,20 @@ def _paths(args) -> tuple[Path, Path]:
         raise UsageError(f"--view {args.view!r}: {problem}; give the log's Markdown view in an existing folder, "
                          "or leave --view out for the default")
     return path, view
+
+
+def _new_log_flag(parser) -> None:
+    parser.add_argument("--new-log", action="store_true",
+                        help="start a new log where --log names no file yet (without it a missing --log is refused)")
+
+
+def _log_to_write(args, path: Path) -> Path:
+    """The log a command is about to write to: one that exists, or with --new-log a new one, so that a mistyped
+    --log is refused instead of starting a second log beside the real one."""
+    if args.new_log and not path.exists():
+        return path
+    return input_file("--log", str(path), "an existing experiment log (check the path), or pass --new-log to start "
+                                          "a new log there")
 
 
 def _existing(path: Path) -> Path:
@@ -239,6 +255,7 @@ def _fields_from_flags(args) -> dict:
 def cmd_append(args) -> int:
     path, view = _paths(args)
     fields = _fields_from_flags(args)
+    _log_to_write(args, path)
     try:
         record = ledger.append(fields, path, view)
     except ledger.LedgerError as exc:
@@ -259,6 +276,7 @@ def cmd_propose(args) -> int:
     declarations = [reopening.Declaration(c, e) for c, e in zip(args.declare, args.evidence)]
     date = args.date or ledger.utc_now()[:10]
     prior_path = _prior_work(args)
+    _log_to_write(args, path)
     experiment = (args.experiment
                   or f"{date}-{reopening.technique_key(args.technique, prior_work.load(prior_path))}")
     try:
