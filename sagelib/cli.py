@@ -38,6 +38,16 @@ def input_file(flag: str, name: str, what: str) -> Path:
     return path
 
 
+def file_in_folder(flag: str, name: str, what: str) -> Path:
+    """The file ``name`` given to ``flag``, which the command may create but whose folder must exist already;
+    UsageError saying it is a folder or its folder is missing, and to give ``what``."""
+    path = Path(name)
+    if path.is_dir() or not path.parent.is_dir():
+        problem = "a folder, not a file" if path.is_dir() else f"its folder {str(path.parent)!r} does not exist"
+        raise UsageError(f"{flag} {name!r}: {problem}; give {what}")
+    return path
+
+
 def output_file(flag: str, name: str) -> Path:
     """The file ``name`` given to ``flag``, checked before any work: not a folder, and its nearest existing
     folder is a writable folder (the command creates the folders below it), so no result is lost at the end."""

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from sagelib import provenance
-from sagelib.cli import UsageError, input_file
+from sagelib.cli import UsageError, file_in_folder, input_file
 
 
 def _common(parser) -> None:
@@ -69,12 +69,9 @@ def _inventory(args) -> Path:
                          "are relative to, or leave --root out")
     if args.inventory_command == "verify":
         return input_file("--inventory", args.inventory, "an inventory such as data/reference_inventory.json")
-    path = Path(args.inventory)  # add and block start a new inventory where none is yet
-    if path.is_dir() or not path.parent.is_dir():
-        problem = "a folder, not a file" if path.is_dir() else f"its folder {str(path.parent)!r} does not exist"
-        raise UsageError(f"--inventory {args.inventory!r}: {problem}; give the inventory file in an existing folder, "
-                         "or leave --inventory out for data/reference_inventory.json")
-    return path
+    # add and block start a new inventory where none is yet
+    return file_in_folder("--inventory", args.inventory, "the inventory file in an existing folder, or leave "
+                          "--inventory out for data/reference_inventory.json")
 
 
 def cmd_verify(args) -> int:

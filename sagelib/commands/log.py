@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from sagelib import ledger, ledger_render, prior_work, reopening
-from sagelib.cli import UsageError, input_file
+from sagelib.cli import UsageError, file_in_folder, input_file
 
 
 def _common(parser) -> None:
@@ -120,12 +120,9 @@ def _paths(args) -> tuple[Path, Path]:
     path = Path(args.log)
     if not args.view:
         return path, ledger.default_view(path)
-    view = Path(args.view)
-    if view.is_dir() or not view.parent.is_dir():  # checked now: a record appended before a failed render
-        problem = "a folder, not a file" if view.is_dir() else f"its folder {str(view.parent)!r} does not exist"
-        raise UsageError(f"--view {args.view!r}: {problem}; give the log's Markdown view in an existing folder, "
-                         "or leave --view out for the default")
-    return path, view
+    # checked now: a record appended before a failed render
+    return path, file_in_folder("--view", args.view, "the log's Markdown view in an existing folder, or leave --view "
+                                "out for the default")
 
 
 def _new_log_flag(parser) -> None:
