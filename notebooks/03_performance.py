@@ -226,12 +226,13 @@ else:
 # newest recording (the cell says why nothing was measured).
 
 # %%
-if not_live is None and quant_breakdown.unavailable_reason() is None:
+ceiling_reason = not_live or quant_breakdown.unavailable_reason()
+if ceiling_reason is None:
     ceiling_shapes = bench.parse_shapes(fusion_ceiling_shapes)
     ceiling_rows = [quant_breakdown.measure(shape, fusion_ceiling_rounds) for shape in ceiling_shapes]
     ceiling_title = f"measured now ({torch.cuda.get_device_name()}), {fusion_ceiling_rounds} rotated rounds"
 else:
-    display(Markdown(f"Fusion ceilings not measured now: {not_live or quant_breakdown.unavailable_reason()}"))
+    display(Markdown(f"Fusion ceilings not measured now: {ceiling_reason}"))
     ceiling_rows, ceiling_path = quant_breakdown.latest_recording(bench_records.resolve(recorded_dir))
     ceiling_title = f"RECORDED: {ceiling_path.name}" if ceiling_path else ""
 if ceiling_rows:

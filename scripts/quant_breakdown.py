@@ -14,13 +14,12 @@ docstring says why).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import datetime, timezone
 
 import torch
 
-from sagelib import bench, quant_breakdown
+from sagelib import bench, bench_records, quant_breakdown
 
 
 def main(argv=None) -> int:
@@ -48,11 +47,9 @@ def main(argv=None) -> int:
         rows.append(row)
     if args.out:
         created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        with open(args.out, "w") as f:
-            json.dump({"schema": quant_breakdown.SCHEMA, "created_utc": created,
-                       "device": bench.device_summary(torch.device("cuda")),
-                       "command": command,
-                       "rows": rows}, f, indent=1)
+        bench_records.write_json({"schema": quant_breakdown.SCHEMA, "created_utc": created,
+                                  "device": bench.device_summary(torch.device("cuda")), "command": command,
+                                  "rows": rows}, args.out)
     return 0
 
 
