@@ -734,8 +734,9 @@ plots.table(review)
 #   P.V in halves (seq 99): without turns, P.V's round trip and the fold sit on each consumer's chain
 #   after its softmax, where ping-pong hides them under the other consumer's softmax.
 # * Sustained, the power cap sets the clock (the energy section): D=128 runs near 1,900 MHz at 700 W,
-#   D=64 ran at 1,980 below it. Leaving the K/V copies out took D=128 off the cap (1.05x), so sharing
-#   them between two CTAs could return at most about half of that. The score conversion was D=64's
+#   D=64 ran at 1,980 below it. Leaving the K/V copies out took D=128 off the cap (1.05x); sharing them
+#   between two CTAs (built, log seq 128) bought ~2.4% of clock and lost as much to the two CTAs'
+#   lockstep, so D=128 came out level. The score conversion was D=64's
 #   dearest instruction (1.07x without it): folded into the FMA (an integer add in place of I2FP, the
 #   bias leaving through the row's subtrahend) it gave 1.02x at D=64 and lost 3-5% at D=128, so
 #   `cuda-sm90` folds at head_dim 64 only (log seq 109). With it D=64 now touches the cap too.
