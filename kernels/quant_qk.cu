@@ -31,3 +31,51 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_S
       raw, no_km, xq + b * q_sb + h * q_sh, q_sn, scale + ((i64)b * heads + h) * n_groups, n_tokens, row0, geo,
       n_groups, sm, quant_tid());
 }
+
+// The same quantization in a persistent grid (one experiment, log seq 131-): block i takes
+// tiles i, i + grid, ... of the flattened (batch, head, tile) order, and issues the next
+// tile's 4 loads before it quantizes the current one, so each thread keeps a tile's loads
+// in flight across the tile's two barriers (the one-shot kernel has none in flight there).
+struct QTile {
+  int row0;
+  i64 x, q, s;  // offsets of the head's token 0 in x and xq, and of its group 0 in scale
+};
+
+SAGE_DEVICE QTile q_tile_at(int t, int tiles_per_head, int heads, int n_groups, i64 x_sb, i64 x_sh, i64 q_sb,
+                            i64 q_sh) {
+  const int bh = t / tiles_per_head, b = bh / heads, h = bh - b * heads;
+  return QTile{(t - bh * tiles_per_head) * QUANT_ROWS, b * x_sb + h * x_sh, b * q_sb + h * q_sh,
+               (i64)bh * n_groups};
+}
+
+template <int D, bool BF16, bool CUDA_FLAVOUR>
+__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_SM / (4 * D))
+    quant_int8_persistent_kernel(const u16 *__restrict__ x, i64 x_sb, i64 x_sh, i64 x_sn,
+                                 i8 *__restrict__ xq, i64 q_sb, i64 q_sh, i64 q_sn,
+                                 float *__restrict__ scale, int n_tokens, int n_groups,
+                                 int tile_shift, int per_tile_shift, int mod_mask, int div_shift,
+                                 int heads, int n_tiles) {
+  __shared__ QuantSmem sm;
+  const int tiles_per_head = (n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
+  const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};
+  int t = blockIdx.x;
+  QTile cur = q_tile_at(t, tiles_per_head, heads, n_groups, x_sb, x_sh, q_sb, q_sh);
+  u32x4 raw[4];
+  load_quad<D, true>(raw, x + cur.x, x_sn, n_tokens, cur.row0, quant_tid());
+  if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
+  __syncthreads();
+  const float no_km[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (; t < n_tiles; t += gridDim.x) {
+    const u32 tid = quant_tid();
+    const int t_next = t + gridDim.x;
+    const QTile next = q_tile_at(t_next, tiles_per_head, heads, n_groups, x_sb, x_sh, q_sb, q_sh);
+    u32x4 ahead[4];  // past the last tile: no loads (every row counts as past the end)
+    load_quad<D, true>(ahead, x + next.x, x_sn, t_next < n_tiles ? n_tokens : 0, next.row0, tid);
+    quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false>(raw, no_km, xq + cur.q, q_sn, scale + cur.s, n_tokens,
+                                                     cur.row0, geo, n_groups, sm, tid);
+    __syncthreads();  // sm.scale / sm.mult read by every thread before the next tile writes them
+#pragma unroll
+    for (int k = 0; k < 4; ++k) raw[k] = ahead[k];
+    cur = next;
+  }
+}
