@@ -15,10 +15,6 @@ def quant_int8(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
     return f"quant_int8_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
 
-def quant_int8_persistent(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
-    return f"quant_int8_persistent_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
-
-
 def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
     return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
@@ -41,8 +37,7 @@ SM90_STAGES = {(128, 2, 128): 4, (64, 3, 128): 6, (64, 3, 64): 8, (128, 3, 64): 
 SM90_COMPARISON_STAGES = {(64, 2, 128): 6}
 
 INSTANCES: dict[str, tuple[str, ...]] = {
-    "quant_qk.cu": tuple(f(d, bf, cf) for f in (quant_int8, quant_int8_persistent) for d in HEAD_DIMS
-                         for bf in (False, True) for cf in (False, True)),
+    "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "quant_kv.cu": tuple(quant_kv(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
     # Phase 1 unit microbenchmarks (sagelib.microbench); extern "C", so the names are plain

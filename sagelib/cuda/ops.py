@@ -135,39 +135,16 @@ def _empty_like_layout(shape_hnd, dtype, layout: str, device):
     return t, to_hnd(t, layout)
 
 
-def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str,
-                   persistent: bool = False):
-    """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu.
-
-    ``persistent`` runs the persistent kernel that loads a tile ahead (an experiment, log seq 131).
-    """
+def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str):
+    """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu."""
     b, h, n, d = x_hnd.shape
     out, out_hnd = _empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
     scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
-    bf16, cuda_flavour = x_hnd.dtype == torch.bfloat16, flavour == "cuda"
-    args = (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
-            *geometry.args())
-    if not persistent:
-        fn = load_function("quant_qk.cu", instances.quant_int8(d, bf16, cuda_flavour))
-        launch(fn, (-(-n // QUANT_ROWS), h, b), (quant_threads(d), 1, 1), args, name="quant_int8_kernel")
-        return out, scale
-    fn = load_function("quant_qk.cu", instances.quant_int8_persistent(d, bf16, cuda_flavour))
-    n_tiles = -(-n // QUANT_ROWS) * h * b
-    resident = max(1, max_active_blocks(fn, quant_threads(d))) * _sm_count(x_hnd.device)
-    launch(fn, (balanced_grid(n_tiles, resident), 1, 1), (quant_threads(d), 1, 1), (*args, I32(h), I32(n_tiles)),
-           name="quant_int8_persistent_kernel")
+    fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"))
+    launch(fn, (-(-n // QUANT_ROWS), h, b), (quant_threads(d), 1, 1),
+           (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
+            *geometry.args()), name="quant_int8_kernel")
     return out, scale
-
-
-def balanced_grid(n_items: int, resident: int) -> int:
-    """Blocks for a persistent grid over ``n_items`` equal items: as few as give the same number of rounds.
-
-    With ``resident`` blocks the work takes ceil(n_items / resident) rounds; spreading the items
-    over ceil(n_items / rounds) blocks keeps that count while every block gets the same number
-    (to within one), so no block runs a last round alone.
-    """
-    rounds = -(-n_items // resident)
-    return -(-n_items // rounds)
 
 
 @dataclass
