@@ -37,11 +37,16 @@
 // row addresses rebuilt per row) took 0.113 ms on the H200 against 0.110 at 1024 (B2 H32
 // N16384 D128).
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
+// -DQUANT_QK_THREADS_PER_SM / -DQUANT_KV_THREADS_PER_SM override them (log seq 133).
+#ifndef QUANT_QK_THREADS_PER_SM
 #define QUANT_QK_THREADS_PER_SM 1024
+#endif
+#ifndef QUANT_KV_THREADS_PER_SM
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define QUANT_KV_THREADS_PER_SM 512
 #else
 #define QUANT_KV_THREADS_PER_SM 1024
+#endif
 #endif
 
 template <int D>
