@@ -59,9 +59,25 @@ def test_a_partial_check_rewrites_only_its_own_baseline_entries():
     assert spills == {f"{name}@sm_90a": 16, "attn_mma_kernel<128, false>@sm_89": 36}
 
 
-def test_unknown_kernel_or_arch_is_a_usage_error(capsys):
-    assert main(["kernels", "check", "--arch", "sm_80"]) == 2
-    assert "arch: expected one of" in capsys.readouterr().err
+def test_unknown_kernel_or_arch_is_a_usage_error_naming_the_flag(capsys, monkeypatch):
+    def compiled(*args, **kwargs):
+        raise AssertionError("compiled before --kernel and --arch were checked")
+
+    monkeypatch.setattr(check, "run_check", compiled)  # refused up front, with or without nvcc
+    assert main(["kernels", "check", "--arch", "sm_90", "--arch", "sm_80"]) == 2
+    err = capsys.readouterr().err
+    assert f"--arch: expected one of {list(ARCH_PRESETS)}, got 'sm_80'; " in err and "leave it out" in err, err
+    assert main(["kernels", "check", "--kernel", "nope.cu"]) == 2
+    err = capsys.readouterr().err
+    assert f"--kernel: expected one of {sorted(INSTANCES)}, got 'nope.cu'; " in err, err
+    assert main(["kernels", "build", "--arch", "sm_80"]) == 2
+    assert "--arch: expected one of" in capsys.readouterr().err
+
+
+def test_the_python_api_names_its_keyword(monkeypatch):
+    monkeypatch.setattr(check, "nvcc_path", lambda: "nvcc")
+    with pytest.raises(ValueError, match=r"^arch: expected one of"):
+        check.run_check(["quant_qk.cu"], ["sm_80"])
 
 
 @needs_nvcc

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+from sagelib.cli import UsageError
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("kernels", help="check the CUDA kernels (compile for every target, ptxas report)")
@@ -30,10 +32,21 @@ def register(subparsers) -> None:
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
+def _known(flag: str, given: list[str] | None, known, fix: str) -> None:
+    """UsageError naming ``flag`` for the first value in ``given`` that is not in ``known``, before any work.
+
+    The library says ``arch: expected one of ...`` (its keyword); on the command line the flag is named."""
+    for value in given or ():
+        if value not in known:
+            raise UsageError(f"{flag}: expected one of {list(known)}, got {value!r}; {fix}")
+
+
 def run_build_command(args) -> int:
-    from sagelib.cuda.build import BuildRequest, cache_dir, compile_cubin
+    from sagelib.cuda.build import ARCH_PRESETS, BuildRequest, cache_dir, compile_cubin
     from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS
 
+    _known("--arch", args.arch, ARCH_PRESETS,
+           "give one of those presets (repeat --arch for several), or leave it out to build for sm_90")
     for arch in args.arch or ["sm_90"]:
         for file, names in INSTANCES.items():
             if arch not in ONLY_ARCHS.get(file, (arch,)):
@@ -46,9 +59,13 @@ def run_build_command(args) -> int:
 
 
 def run_check_command(args) -> int:
-    from sagelib.cli import UsageError, output_file
+    from sagelib.cli import output_file
     from sagelib.cuda import check
 
+    _known("--kernel", args.kernel, sorted(check.INSTANCES),
+           "give one of those files (repeat --kernel for several), or leave it out to check every kernel")
+    _known("--arch", args.arch, check.ARCH_PRESETS,
+           "give one of those presets (repeat --arch for several), or leave it out to check every architecture")
     if args.jobs < 1:
         raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
     json_out = output_file("--json", args.json) if args.json else None  # checked before the long compile
