@@ -361,6 +361,18 @@ def test_cli_cpu_smoke_run_writes_valid_json(sagelib_cli, tmp_path):
     assert "TOPS" in stdout and "reference" in stdout
 
 
+def test_cli_out_is_written_by_the_shared_strict_writer(sagelib_cli, tmp_path, monkeypatch):
+    from sagelib import bench_records
+
+    written, real = [], bench_records.write_json
+    monkeypatch.setattr(bench_records, "write_json", lambda doc, path: written.append(path) or real(doc, path))
+    out = tmp_path / "bench.json"
+    code, stdout, _ = sagelib_cli("bench", "--device", "cpu", "--backends", "reference", "--shapes", "1:2:64:64",
+                                  "--reps", "3", "--warmup", "1", "--no-progress", "--out", str(out))
+    assert code == 0, stdout
+    assert written == [out] and out.read_text().endswith("}\n")
+
+
 def test_cli_list_shows_every_backend(sagelib_cli):
     code, out, _ = sagelib_cli("bench", "--list")
     assert code == 0

@@ -12,7 +12,6 @@ input (unknown backend or shape syntax, a backend that cannot run here, no GPU).
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 
@@ -115,6 +114,7 @@ def main(args) -> int:
 
     import torch
 
+    from sagelib import bench_records
     from sagelib.bench import format_table, run_sweep
     from sagelib.bench_ceilings import format_ceilings, measure_ceilings
 
@@ -130,8 +130,7 @@ def main(args) -> int:
     document = run_sweep(plan, device, ceilings=ceilings, command=command, progress=not args.no_progress)
     print(format_table(document))
     if args.out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+        bench_records.write_json(document, out)
         print(f"sagelib bench: wrote {out}")
     failed = [r for r in document["records"] if r.get("error") or not (r.get("check") or {}).get("ok")]
     for r in failed:

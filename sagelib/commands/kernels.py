@@ -72,8 +72,9 @@ def run_check_command(args) -> int:
     result = check.run_check(args.kernel, args.arch, jobs=args.jobs, baseline={} if args.write_baseline else None)
     print(check.format_table(result))
     if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(check.to_json(result), indent=2))
+        from sagelib import bench_records
+
+        bench_records.write_json(check.to_json(result), json_out)
     if args.write_baseline:
         failed_targets = [t for t in result.targets if not t.ok]
         if failed_targets:
