@@ -34,10 +34,11 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 import torch
+
+from sagelib.datafile import utc_stamp
 
 SCHEMA = "sagelib.bench/1"
 
@@ -515,7 +516,7 @@ def run_sweep(
                               timing=plan.timing, kernel_only=plan.kernel_only, seed=plan.seed)
     document = {
         "schema": SCHEMA,
-        "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_utc": utc_stamp(),
         "command": command,
         "device": device_summary(device),
         "environment": environment_or_reason(),

@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 
 from sagelib import bench
+from sagelib.datafile import utc_stamp
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO_ROOT / "data" / "results"
@@ -69,7 +69,7 @@ def save(document: dict, directory: str | Path = RESULTS_DIR, *, stem: str = "be
     """Write ``document`` as ``<date>-<card>-<stem>.json`` in ``directory``; returns the path."""
     directory = resolve(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    created = document.get("created_utc") or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = document.get("created_utc") or utc_stamp()
     card = (document.get("device") or {}).get("name", "unknown")
     return write_json(document, directory / f"{created[:10]}-{_slug(card)}-{stem}.json")
 
@@ -204,7 +204,7 @@ def profile_backends(names, shape: str, *, causal: bool, mode: str = "end_to_end
     ncu = profiling.tool_status("ncu")
     return {
         "schema": NCU_SCHEMA,
-        "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_utc": utc_stamp(),
         "tool": {"ncu": ncu.version, "path": ncu.path, "reason": ncu.reason, "clock_control": "none"},
         "device": (bench.device_summary(torch.device("cuda")) if torch.cuda.is_available()
                    else {"type": "cpu", "name": "cpu"}),

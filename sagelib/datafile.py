@@ -1,19 +1,24 @@
-"""Shared pieces of the committed records: errors that point at a line, hashing, paths.
+"""Shared pieces of the committed records: errors that point at a line, hashing, paths, timestamps.
 
 The prior-work table, the experiment log and the reference inventory are files a
 person may open and edit. When one of them is wrong, the error says which file,
 which line, what was expected and how to fix it: :class:`DataFileError`.
 Artifacts are named by repository-relative paths; :func:`repo_relative`
-refuses anything that resolves outside the repository.
+refuses anything that resolves outside the repository. Recorded documents stamp
+their time (``created_utc`` and the like) with :func:`utc_stamp`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 
 _CHUNK = 1 << 20
+
+#: The UTC timestamp of recorded documents (``created_utc``, ``started_utc``, ...), e.g. 2026-08-26T16:30:00Z.
+UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class DataFileError(ValueError):
@@ -46,6 +51,16 @@ def amount_text(figure: dict) -> str:
     if figure.get("value") is not None:
         return f"{about}{figure['value']:g}"
     return f"{about}{figure['low']:g} to {figure['high']:g}"
+
+
+def utc_stamp(when: datetime | None = None) -> str:
+    """``when`` (default: now) in UTC as :data:`UTC_FORMAT`; ``when`` must carry its time zone."""
+    if when is None:
+        when = datetime.now(timezone.utc)
+    elif when.tzinfo is None:
+        raise ValueError(f"when: expected a datetime with a time zone, e.g. datetime.now(timezone.utc), "
+                         f"got the naive {when.isoformat()!r}; attach its zone with .replace(tzinfo=...)")
+    return when.astimezone(timezone.utc).strftime(UTC_FORMAT)
 
 
 def canonical_json(value) -> str:

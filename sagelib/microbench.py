@@ -15,11 +15,12 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+
+from sagelib.datafile import utc_stamp
 
 CHAINS = 8  # independent chains per thread in microbench.cu
 
@@ -170,7 +171,7 @@ def document(rates: list[Rate], command: str, annotations: tuple[str, ...] = ())
     """A recording of ``rates`` (schema :data:`SCHEMA`), as :func:`latest_recording` reads it back."""
     from sagelib import bench
 
-    return {"schema": SCHEMA, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "command": command,
+    return {"schema": SCHEMA, "created_utc": utc_stamp(), "command": command,
             "device": {"name": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"},
             "environment": bench.environment_or_reason(),
             "annotations": ["rates are per SM clock, from one CTA per SM counting its own clock64 cycles "

@@ -29,9 +29,10 @@ import json
 import math
 import os
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from sagelib.datafile import utc_stamp
 
 RESULTS_FILE = "results.json"
 FIGURES_DIR = "figures"
@@ -166,7 +167,7 @@ class Results:
     def _document(self) -> dict[str, Any]:
         return {
             "notebook": self.notebook_name,
-            "updated_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "updated_utc": utc_stamp(),
             "headlines": self._headlines,
             "values": self._values,
             "figures": [{"name": n, "path": p} for n, p in self._figures.items()],

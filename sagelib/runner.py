@@ -42,6 +42,8 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
+from sagelib.datafile import utc_stamp
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 PROFILES_FILE = "profiles.yaml"
@@ -527,8 +529,8 @@ def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str
             log(f"[{i}/{total}] {failures[-1]}")
     summary = {
         "profile": plan.profile.name,
-        "started_utc": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "finished_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "started_utc": utc_stamp(started),
+        "finished_utc": utc_stamp(),
         "cell_timeout_s": plan.profile.cell_timeout_s,
         "overrides": plan.overrides,
         "command": " ".join(["sagelib", *sys.argv[1:]]) if Path(sys.argv[0]).name == "sagelib" else None,

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import datetime, timezone
 
 import torch
 
 from sagelib import bench, bench_records, quant_breakdown
+from sagelib.datafile import utc_stamp
 
 
 def main(argv=None) -> int:
@@ -46,8 +46,7 @@ def main(argv=None) -> int:
         print(quant_breakdown.format_table(row["shape"], quant_breakdown.PassTimes(**row["times_ms"])), flush=True)
         rows.append(row)
     if args.out:
-        created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        bench_records.write_json({"schema": quant_breakdown.SCHEMA, "created_utc": created,
+        bench_records.write_json({"schema": quant_breakdown.SCHEMA, "created_utc": utc_stamp(),
                                   "device": bench.device_summary(torch.device("cuda")), "command": command,
                                   "rows": rows}, args.out)
     return 0

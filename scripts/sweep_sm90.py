@@ -207,11 +207,10 @@ def main(argv=None) -> int:
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
-        from datetime import datetime, timezone
-
         from sagelib import bench, sweep_records
+        from sagelib.datafile import utc_stamp
 
-        created = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        created = utc_stamp()
         with open(args.out, "w") as f:
             json.dump({"schema": sweep_records.SCHEMA, "date": created[:10], "created_utc": created,
                        "device": bench.device_summary(torch.device("cuda")),
