@@ -107,6 +107,30 @@ def test_repair_and_import_prior(capsys, log, tmp_path):
     assert run(capsys, "log", "verify", "--log", log)[0] == 0
 
 
+@pytest.mark.parametrize("date", ["26/08/2026", "2026-8-26", "2026-02-30", "20260826", "yesterday"])
+def test_import_prior_refuses_a_malformed_date_before_any_work(capsys, log, tmp_path, date):
+    message = f"--date: expected a calendar date as YYYY-MM-DD, e.g. 2026-08-26, got {date!r}; "
+    assert run(capsys, "log", "import-prior", "--log", log, "--date", "2026-08-26")[0] == 0
+    before = (tmp_path / "log.jsonl").read_bytes()
+    # nothing left to import: the date was still refused, not ignored
+    code, out, err = run(capsys, "log", "import-prior", "--log", log, "--date", date)
+    assert code == 2 and message in err and "appended" not in out, err
+    # checked first: before the prior-work file is looked at, and nothing is written to a new log either
+    fresh = str(tmp_path / "fresh.jsonl")
+    code, _, err = run(capsys, "log", "import-prior", "--log", fresh, "--date", date,
+                       "--prior-work", str(tmp_path / "absent.yaml"))
+    assert code == 2 and message in err, err
+    assert (tmp_path / "log.jsonl").read_bytes() == before and not (tmp_path / "fresh.jsonl").exists()
+
+
+def test_append_and_propose_name_a_malformed_date(capsys, log, tmp_path):
+    code, _, err = append(capsys, log, "--date", "2026-13-01")
+    assert code == 2 and "--date: expected a calendar date as YYYY-MM-DD" in err and "'2026-13-01'" in err, err
+    code, _, err = propose(capsys, log, "--date", "26.08.2026")  # would be refused (exit 1) on its merits
+    assert code == 2 and "--date: expected a calendar date as YYYY-MM-DD" in err, err
+    assert not (tmp_path / "log.jsonl").exists()
+
+
 def test_missing_log_is_an_input_error(capsys, tmp_path):
     code, _, err = run(capsys, "log", "verify", "--log", str(tmp_path / "absent.jsonl"))
     assert code == 2 and "no such file" in err

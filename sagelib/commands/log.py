@@ -17,7 +17,9 @@ Exit status: 0 done; 1 refused (propose) or the log does not verify; 2 bad input
 from __future__ import annotations
 
 import json
+import re
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from sagelib import ledger, ledger_render, prior_work, reopening
@@ -143,6 +145,20 @@ def _existing(path: Path) -> Path:
     return input_file("--log", str(path), "the path of an experiment log")
 
 
+def _date(flag: str, value: str | None) -> str | None:
+    """``value`` when it is a calendar date written YYYY-MM-DD (or None when not given); a UsageError naming
+    ``flag`` otherwise, so a malformed date is refused before any work, whatever the command would do."""
+    if value is None:
+        return None
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and datetime.strptime(value, "%Y-%m-%d"):
+            return value
+    except ValueError:  # well formed, but no such day (2026-02-30)
+        pass
+    raise UsageError(f"{flag}: expected a calendar date as YYYY-MM-DD, e.g. 2026-08-26, got {value!r}; "
+                     "give the date in that form")
+
+
 def _prior_work(args) -> str | None:
     if args.prior_work is not None:
         input_file("--prior-work", args.prior_work, "a prior-work YAML such as data/prior_work.yaml, or leave it out")
@@ -250,6 +266,7 @@ def _fields_from_flags(args) -> dict:
 
 
 def cmd_append(args) -> int:
+    _date("--date", args.date)
     path, view = _paths(args)
     fields = _fields_from_flags(args)
     _log_to_write(args, path)
@@ -263,6 +280,7 @@ def cmd_append(args) -> int:
 
 
 def cmd_propose(args) -> int:
+    _date("--date", args.date)
     path, view = _paths(args)
     if len(args.declare) != len(args.evidence):
         raise UsageError(f"--declare given {len(args.declare)} time(s) but --evidence {len(args.evidence)}: "
@@ -296,6 +314,7 @@ def cmd_repair(args) -> int:
 
 
 def cmd_import_prior(args) -> int:
+    _date("--date", args.date)
     path, view = _paths(args)
     try:
         records = reopening.import_prior_work(args.date, path, view, _prior_work(args))
