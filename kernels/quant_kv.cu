@@ -16,7 +16,9 @@
 //                          item that completes a head finalizes it: one thread per
 //                          channel turns the sums into km and the V multiplier, once
 //                          per head, and publishes each as a word that is non-zero
-//                          once valid (km: 0x10000 | bits; multiplier: its fp32 bits);
+//                          once valid (km: 0x10000 | bits; multiplier: its fp32 bits
+//                          with the sign bit set, as the multiplier is 0 when V holds
+//                          an infinity: its bare bits would keep the word 0 for ever);
 //   apply item  (phase B): issues its loads, then the threads of one channel each
 //                          poll their channel's two words (one L2 round trip when the
 //                          head is done, no fence) and quantize its 128 tokens.
@@ -141,6 +143,9 @@ SAGE_DEVICE double element_f64(const u32x4 &w, int e) {
   return d;
 }
 
+// Set in a published V multiplier word (the multiplier is >= 0, so its sign bit is free).
+#define VMULT_VALID 0x80000000u
+
 // Relaxed gpu-scope accesses of the words that publish a finalized head.
 SAGE_DEVICE u32 load_relaxed(const u32 *p) {
   u32 v;
@@ -171,7 +176,9 @@ SAGE_DEVICE void finalize_channel(const KVArgs &a, int bh, u32 ch) {
     // multiplier = scale_max / amax correctly rounded (positive and finite: never 0).
     const float amax = fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f);
     a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
-    store_relaxed(a.vmult_word + at, __float_as_uint(__fdiv_rn(a.v_scale_max, amax)));
+    // Never 0, not even for an infinite amax (multiplier +0: inputs the contract refuses,
+    // reachable with check_finite=False), which would leave the apply items polling for ever.
+    store_relaxed(a.vmult_word + at, VMULT_VALID | __float_as_uint(__fdiv_rn(a.v_scale_max, amax)));
   }
 }
 
@@ -276,7 +283,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
     channel_words<D>(a, it.bh, tid, kw, vw);
     sm.km[by_element<D>(tid)] = bits_to_float<BF16>((u16)kw);
     sm.km_bits[tid] = (u16)kw;
-    sm.vmult[by_element<D>(tid)] = __uint_as_float(vw);
+    sm.vmult[by_element<D>(tid)] = __uint_as_float(vw & ~VMULT_VALID);
   }
   __syncthreads();
   if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers

@@ -116,6 +116,48 @@ def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
     assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes ({msg})"
 
 
+# Run in a child process: the bug this guards against hung the GPU rather than failing.
+_INFINITE_V_CHILD = """
+import sys, torch
+from sagelib.cuda import ops
+bad = float(sys.argv[1])
+torch.manual_seed(0)
+q, k, v = (torch.randn(1, 2, 1000, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+ref = ops.prepare(q, k, v, check_finite=False)
+v[0, 1, 37, 5] = bad
+got = ops.prepare(q, k, v, check_finite=False)
+only_v = ops.quantize_v(v, preset="sm89", check_finite=False)
+torch.cuda.synchronize()
+head0 = lambda t: t[0, 0].view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t[0, 0]
+same = all(torch.equal(head0(getattr(got, f)), head0(getattr(ref, f))) for f in ("v_fp8", "v_scale", "k_int8", "km"))
+print("head 0 unchanged:", same, "| v_scale of the channel:", got.v_scale[0, 1, 5].item(),
+      only_v.v_scale.flatten()[128 + 5].item())
+"""
+
+
+@gpu
+@pytest.mark.parametrize("bad", ["inf", "-inf"])
+def test_infinite_v_returns_instead_of_hanging(bad):
+    # check_finite=False (what CUDA graph capture needs) lets an infinity reach the K/V
+    # kernel. Its V multiplier is then 0, which the apply items once read as "not yet
+    # published" and polled for ever. The contract refuses such input; the kernel must still
+    # return, leave the other heads alone and give the channel an infinite scale.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    try:
+        run = subprocess.run([sys.executable, "-c", _INFINITE_V_CHILD, bad], capture_output=True, text=True,
+                             timeout=120, env=env, cwd=root)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the K/V quantizer did not return within 120 s with v = {bad} in one channel")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "head 0 unchanged: True | v_scale of the channel: inf inf" in run.stdout, run.stdout
+
+
 # (n_q, n_kv, d, dtype, layout, h_q, h_kv, causal, alignment, granularity, pv_accum)
 ATTN_CASES = [
     (1, 1, 128, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread", "fp32+fp32"),
