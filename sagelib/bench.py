@@ -211,13 +211,21 @@ def timer_name(device: torch.device) -> str:
 
 def replay_of(fn: Callable[[], Any]) -> Callable[[], Any]:
     """``fn`` captured once in a CUDA graph: the graph's replay, which runs the same launches without the host
-    (time it for a short call's GPU time alone). ``fn`` runs once first, outside the capture."""
+    (time it for a short call's GPU time alone). ``fn`` runs once first, outside the capture.
+
+    The replay holds ``fn``, and so the tensors it closes over: the graph reads their memory by
+    address, and a replay after they were freed read whatever took their place (seq 133's first
+    driver kept only ``graph.replay`` and its K/V replays faulted).
+    """
     fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    return graph.replay
+
+    def replay(graph=graph, fn=fn):  # fn: held for its inputs, never called again
+        graph.replay()
+    return replay
 
 
 def time_calls(calls: Sequence[Callable[[], Any]], device: torch.device, config: TimingConfig) -> list[float]:

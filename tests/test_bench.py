@@ -429,3 +429,24 @@ def test_cli_refuses_an_out_path_it_cannot_write_before_timing_anything(sagelib_
                                         "--reps", "3", "--warmup", "1", "--no-progress", "--out", str(out))
         assert code == 2 and err.startswith(f"sagelib bench: error: --out {str(out)!r}: ") and problem in err
         assert stdout == ""  # refused before the sweep: no table, no timing lost
+
+
+@pytest.mark.gpu
+def test_replay_of_keeps_the_captured_inputs_alive():
+    import gc
+    import weakref
+
+    x = torch.ones(1 << 20, device="cuda")
+    seen = weakref.ref(x)
+    out = torch.empty_like(x)
+    replay = bench.replay_of(lambda x=x: torch.mul(x, 2, out=out))
+    del x
+    gc.collect()
+    assert seen() is not None, "the input was freed while its graph can still be replayed"
+    out.zero_()
+    replay()
+    torch.cuda.synchronize()
+    assert bool((out == 2).all())
+    del replay
+    gc.collect()
+    assert seen() is None, "the replay should be the input's last holder"
