@@ -33,20 +33,16 @@
 #define QUANT_ROWS 128
 #define QUANT_MAX_GROUPS 64
 // Resident threads per SM the kernels are register-limited for (__launch_bounds__ min
-// blocks = this / (4 * D)): 1024 -> at most 64 registers. Q at 1536 threads (40 registers,
-// row addresses rebuilt per row) took 0.113 ms on the H200 against 0.110 at 1024 (B2 H32
-// N16384 D128).
+// blocks = this / (4 * D)): 1024 -> at most 64 registers. Measured on the H200 (log seq 134):
+// Q capped for 1536 threads is level for the fp16/bf16 triton instances (39-46 registers, as
+// resident already), +1.5-2.5% for the cuda flavour at D128 and -2% at D64; for 2048, -2 to
+// -4%; the K/V kernel capped for 1536 spills ~250 bytes and runs at 0.51-0.60x.
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
-// -DQUANT_QK_THREADS_PER_SM / -DQUANT_KV_THREADS_PER_SM override them (log seq 133).
-#ifndef QUANT_QK_THREADS_PER_SM
 #define QUANT_QK_THREADS_PER_SM 1024
-#endif
-#ifndef QUANT_KV_THREADS_PER_SM
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define QUANT_KV_THREADS_PER_SM 512
 #else
 #define QUANT_KV_THREADS_PER_SM 1024
-#endif
 #endif
 
 template <int D>
