@@ -34,9 +34,9 @@
 #define QUANT_MAX_GROUPS 64
 // Resident threads per SM the kernels are register-limited for (__launch_bounds__ min
 // blocks = this / (4 * D)): 1024 -> at most 64 registers. Measured on the H200 (log seq 134):
-// Q capped for 1536 threads is level for the fp16/bf16 triton instances (39-46 registers, as
-// resident already), +1.5-2.5% for the cuda flavour at D128 and -2% at D64; for 2048, -2 to
-// -4%; the K/V kernel capped for 1536 spills ~250 bytes and runs at 0.51-0.60x.
+// Q capped for 1536 threads is level for the fp16 triton instance (39 registers: three blocks
+// already), +1.5-2.5% for the fp16 cuda flavour at D128 and -2% at D64 (bf16 not timed); for
+// 2048, -2 to -4%; the K/V kernel capped for 1536 spills ~250 bytes and runs at 0.51-0.60x.
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
 #define QUANT_QK_THREADS_PER_SM 1024
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
