@@ -8,54 +8,18 @@
 #pragma once
 #include "common.cuh"
 
-// -DQUANT_KV_L2_HINTS (an experiment, log seq 135): 1 = the statistics pass loads with an
-// L2 evict_last policy, so its lines outlast other traffic until the apply pass re-reads them;
-// 2 = that, and the apply pass re-reads with an evict_first policy instead of .cs.
-#ifndef QUANT_KV_L2_HINTS
-#define QUANT_KV_L2_HINTS 0
-#endif
-
-#if QUANT_KV_L2_HINTS
-SAGE_DEVICE u64 l2_policy_evict_last() {
-  u64 policy;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
-SAGE_DEVICE u64 l2_policy_evict_first() {
-  u64 policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
-SAGE_DEVICE u32x4 load_with_policy(const void *p, u64 policy) {
-  u32x4 r;
-  asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(policy));
-  return r;
-}
-#endif
-
 SAGE_DEVICE u32x4 load_keep(const void *p) {
-#if QUANT_KV_L2_HINTS
-  return load_with_policy(p, l2_policy_evict_last());
-#else
   u32x4 r;
   asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
-#endif
 }
 
 SAGE_DEVICE u32x4 load_stream(const void *p) {
-#if QUANT_KV_L2_HINTS >= 2
-  return load_with_policy(p, l2_policy_evict_first());
-#else
   u32x4 r;
   asm volatile("ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
   return r;
-#endif
 }
 
 SAGE_DEVICE void store_stream(void *p, u32x2 v) {
