@@ -106,11 +106,12 @@ def target_ms(shape: str, cudnn_ms: float) -> float:
 
 
 def unavailable_reason() -> str | None:
-    """None where :func:`measure` can run (an sm_90 GPU, and cuDNN for the peer); otherwise why not."""
+    """None where :func:`measure` can run (the cuda-sm90 backend: an sm_90 GPU with CuPy and NVRTC; and
+    cuDNN for the peer); otherwise why not."""
     from sagelib import backends
-    from sagelib.cuda import ops_sm90
 
-    return ops_sm90.unavailable_reason() or backends.get("sdpa-cudnn", require_available=False).unavailable_reason()
+    return (backends.get("cuda-sm90", require_available=False).unavailable_reason()
+            or backends.get("sdpa-cudnn", require_available=False).unavailable_reason())
 
 
 def pass_calls(q, k, v) -> dict:

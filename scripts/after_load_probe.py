@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from sagelib import backends, bench, power
+from sagelib import backends, bench, power, quant_breakdown
 
 SMALL, BIG = bench.Shape(32, 32, 1024, 1024, 128), bench.Shape(2, 32, 16384, 16384, 128)
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,temperature.memory,power.draw,clocks_throttle_reasons.active"
@@ -62,8 +62,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.load_s <= 0 or args.idle_s < 0:
         parser.error(f"--load-s/--idle-s: expected load > 0 and idle >= 0 seconds, got {args.load_s}, {args.idle_s}")
-    reason = backends.get("cuda-sm90", require_available=False).unavailable_reason() \
-        or backends.get("sdpa-cudnn", require_available=False).unavailable_reason()
+    reason = quant_breakdown.unavailable_reason()  # the same two backends this probe times
     if reason:
         print(f"nothing measured: {reason}", file=sys.stderr)
         return 2

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sagelib import quant_breakdown
+from sagelib import backends, quant_breakdown
 from sagelib.cuda import ops_sm90
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quant_breakdown.py"
@@ -72,7 +72,22 @@ def test_the_newest_recording_is_read_and_another_schema_refused(tmp_path):
 def test_without_an_sm90_gpu_the_reason_is_given():
     if ops_sm90.unavailable_reason() is None:
         pytest.skip("this machine has an sm_90 GPU")
-    assert quant_breakdown.unavailable_reason() == ops_sm90.unavailable_reason()
+    backend = backends.get("cuda-sm90", require_available=False)
+    assert quant_breakdown.unavailable_reason() == backend.unavailable_reason()
+
+
+def test_the_reason_is_the_backends_own(monkeypatch):
+    # measure() runs the cuda-sm90 backend, which needs more than an sm_90 GPU (CuPy, NVRTC):
+    # the reason must be that backend's, not the kernel module's GPU check alone.
+    class Missing:
+        def __init__(self, name):
+            self.name = name
+
+        def unavailable_reason(self):
+            return f"{self.name}: needs CuPy" if self.name == "cuda-sm90" else None
+
+    monkeypatch.setattr(backends, "get", lambda name, require_available=True: Missing(name))
+    assert quant_breakdown.unavailable_reason() == "cuda-sm90: needs CuPy"
 
 
 def test_measure_refuses_fewer_than_one_round():
