@@ -196,32 +196,13 @@ SAGE_DEVICE void channel_words(const KVArgs &a, int bh, u32 tid, u32 &kw, u32 &v
   }
 }
 
-// -DQUANT_KV_FULL_LOADS=1 (an experiment, log seq 137): an item whose 128 rows all exist (all
-// but each head's last) loads without per-row predicates or zero fill.
-#ifndef QUANT_KV_FULL_LOADS
-#define QUANT_KV_FULL_LOADS 0
-#endif
-
-// This item's quads of K (kr) and V (vr), those the launch asks for.
-template <int D, bool STREAM>
-SAGE_DEVICE void load_item(const KVArgs &a, const KVItem &it, u32 tid, u32x4 (&kr)[4], u32x4 (&vr)[4]) {
-#if QUANT_KV_FULL_LOADS
-  if (it.row0 + QUANT_ROWS <= a.n_tokens) {
-    if (a.do_k) load_quad_full<D, STREAM>(kr, a.k + it.k_head, a.k_sn, it.row0, tid);
-    if (a.do_v) load_quad_full<D, STREAM>(vr, a.v + it.v_head, a.v_sn, it.row0, tid);
-    return;
-  }
-#endif
-  if (a.do_k) load_quad<D, STREAM>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
-  if (a.do_v) load_quad<D, STREAM>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-}
-
 template <int D, bool BF16>
 SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
   u32x4 kr[4], vr[4];
-  load_item<D, false>(a, it, tid, kr, vr);
+  if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
   if (a.do_k) {
     double sum[8];
 #pragma unroll
@@ -295,7 +276,8 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
   using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
   u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
-  load_item<D, true>(a, it, tid, kr, vr);
+  if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
   if (tid < D) {
     u32 kw, vw;
     channel_words<D>(a, it.bh, tid, kw, vw);

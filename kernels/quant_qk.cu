@@ -12,12 +12,6 @@
 // Grid: (ceil(N / 128), H, B).
 #include "quant_int8.cuh"
 
-// -DQUANT_QK_FULL_LOADS=1 (an experiment, log seq 137): a tile whose 128 rows all exist loads
-// without per-row predicates or zero fill.
-#ifndef QUANT_QK_FULL_LOADS
-#define QUANT_QK_FULL_LOADS 0
-#endif
-
 template <int D, bool BF16, bool CUDA_FLAVOUR>
 __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_SM / (4 * D)) quant_int8_kernel(
     const u16 *__restrict__ x, i64 x_sb, i64 x_sh, i64 x_sn,
@@ -28,15 +22,7 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_S
   const int b = blockIdx.z, h = blockIdx.y, heads = gridDim.y;
   const int row0 = blockIdx.x * QUANT_ROWS;
   u32x4 raw[4];
-#if QUANT_QK_FULL_LOADS
-  if (row0 + QUANT_ROWS <= n_tokens) {
-    load_quad_full<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, row0, quant_tid());
-  } else {
-    load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
-  }
-#else
   load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
-#endif
   const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
   __syncthreads();

@@ -93,17 +93,6 @@ SAGE_DEVICE void load_quad(u32x4 (&raw)[4], const u16 *x, i64 stride, int n_toke
   }
 }
 
-// The same for a tile whose 128 rows all exist: no per-row predicate, no zero fill.
-template <int D, bool STREAM>
-SAGE_DEVICE void load_quad_full(u32x4 (&raw)[4], const u16 *x, i64 stride, int row0, u32 tid) {
-  const u16 *p = x + (i64)(row0 + (int)QuadLayout<D>::row(tid)) * stride + QuadLayout<D>::chunk(tid) * 8;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    raw[k] = STREAM ? load_stream(p) : load_keep(p);
-    p += stride;
-  }
-}
-
 #define QUANT_MAGIC 12582912.0f  // 1.5 * 2^23: x + MAGIC rounds x to an integer in the low mantissa bits
 
 // Low bytes of four words, packed a..d from the lowest byte.
