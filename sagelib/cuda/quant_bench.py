@@ -9,12 +9,11 @@ graph and replayed). Used by scripts/bench_cuda.py and notebook 03.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import torch
 
 from sagelib import bench, bench_records
 from sagelib.cuda import ops
+from sagelib.datafile import utc_stamp
 
 #: A recording of :func:`measure` (data/results/*.json; notebook 03 shows the newest).
 SCHEMA = bench_records.QUANT_SCHEMA
@@ -81,7 +80,7 @@ def quantizer_rows(shape: tuple[int, int, int, int]) -> list[dict]:
 def measure(shapes=SHAPES, *, command: str) -> dict:
     """The copy bandwidth and :func:`quantizer_rows` of every shape, as a :data:`SCHEMA` document."""
     device = torch.device("cuda")
-    return {"schema": SCHEMA, "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    return {"schema": SCHEMA, "created_utc": utc_stamp(),
             "command": command, "device": bench.device_summary(device), "environment": bench.environment_or_reason(),
             "copy_tb_s": copy_bandwidth(), "rows": [row for shape in shapes for row in quantizer_rows(shape)]}
 
