@@ -71,7 +71,8 @@ _CONTENT_FIELDS = {
 }
 _OPTIONAL_FIELDS = {"prior_work_id": str, "reopen_rule": dict, "notes": str, "environment": dict}
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+#: A record's date: YYYY-MM-DD (the log command also refuses a --date no calendar has).
+DATE_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class LedgerError(ValueError):
@@ -136,7 +137,7 @@ def check_content(record: dict) -> None:
     if record["status"] not in STATUSES:
         raise ValueError(f"field 'status': unknown status {record['status']!r}; expected one of "
                          f"{', '.join(STATUSES)}")
-    if not _DATE.fullmatch(record["date"]):
+    if not DATE_PATTERN.fullmatch(record["date"]):
         raise ValueError(f"field 'date': expected YYYY-MM-DD, got {record['date']!r}")
     for name in ("phase", "experiment"):
         if not record[name].strip():

@@ -17,7 +17,6 @@ Exit status: 0 done; 1 refused (propose) or the log does not verify; 2 bad input
 from __future__ import annotations
 
 import json
-import re
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -151,7 +150,7 @@ def _date(flag: str, value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) and datetime.strptime(value, "%Y-%m-%d"):
+        if ledger.DATE_PATTERN.fullmatch(value) and datetime.strptime(value, "%Y-%m-%d"):
             return value
     except ValueError:  # well formed, but no such day (2026-02-30)
         pass
