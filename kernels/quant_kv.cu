@@ -37,17 +37,13 @@
 // Targets: sm_89, sm_90, sm_120a, sm_121a. Grid: resident blocks.
 #include "quant_int8.cuh"
 
-// Experiment switches (log seq 139): both 0 is the measured default.
-//   QUANT_KV_ASYNC_COUNT=1  a stats item ends after its sums: thread 0 counts it for its head once the
-//                           block's next loads are out (fence + red), and every apply item reads the
-//                           head's sums itself once the count is complete (no finalizer, no words).
-//   QUANT_KV_F64_BITS=1     K sums over fp64 values built from the input's bits (value * 2^-1008 for fp16,
-//                           2^-896 for bf16: exact, subnormal doubles included) instead of cvt.f64.
-#ifndef QUANT_KV_ASYNC_COUNT
-#define QUANT_KV_ASYNC_COUNT 0
+// PARTS (template argument, log seq 141): 3 = K and V (default), 1 = K only, 2 = V only, compiled as such, so a
+// one-tensor instance holds half the data registers and may be bounded for more resident threads.
+#ifndef QUANT_K_ONLY_THREADS_PER_SM
+#define QUANT_K_ONLY_THREADS_PER_SM 1536
 #endif
-#ifndef QUANT_KV_F64_BITS
-#define QUANT_KV_F64_BITS 0
+#ifndef QUANT_V_ONLY_THREADS_PER_SM
+#define QUANT_V_ONLY_THREADS_PER_SM 2048
 #endif
 
 struct KVArgs {
@@ -156,27 +152,6 @@ SAGE_DEVICE double element_f64(const u32x4 &w, int e) {
   return d;
 }
 
-// Element e of a 16-byte row piece as value * 2^-(BF16 ? 896 : 1008) in fp64, from its bits alone: the
-// 15 magnitude bits shifted into the double's exponent and mantissa fields (a subnormal input lands on the
-// subnormal double of the same scaled value), the sign bit moved to bit 63. Exact; Inf and NaN become
-// finite (2^16 and above for fp16), which inputs the contract refuses anyway.
-template <bool BF16>
-SAGE_DEVICE double element_f64_scaled(const u32x4 &w, int e) {
-  const u32 word = e < 2 ? w.x : (e < 4 ? w.y : (e < 6 ? w.z : w.w));
-  const u32 half = (e & 1) ? (word >> 16) : (word & 0xffffu);
-  const u32 hi = ((half & 0x7fffu) << (BF16 ? 13 : 10)) | ((half & 0x8000u) << 16);
-  return __hiloint2double((int)hi, 0);
-}
-
-template <bool BF16>
-SAGE_DEVICE double k_sum_element(const u32x4 &w, int e) {
-  return QUANT_KV_F64_BITS ? element_f64_scaled<BF16>(w, e) : element_f64<BF16>(w, e);
-}
-
-// What a partial K sum of k_sum_element values is multiplied by to give the true sum (exact).
-template <bool BF16>
-SAGE_DEVICE double k_sum_unscale() { return QUANT_KV_F64_BITS ? (BF16 ? 0x1p896 : 0x1p1008) : 1.0; }
-
 // Set in a published V multiplier word (the multiplier is >= 0, so its sign bit is free).
 #define VMULT_VALID 0x80000000u
 
@@ -194,74 +169,25 @@ SAGE_DEVICE void store_relaxed(u32 *p, u32 v) {
 // Channel ch of a head whose stats items are all counted: km and the V multiplier from
 // the atomically gathered sums, computed once per head, written to the outputs and
 // published as words that are non-zero once valid.
-// km of one channel in the input dtype from its exact fp64 sum. torch's mean: sum * fl(1 / N) in fp64;
-// the fp64 mean goes to fp16/bf16 through fp32 (c10::Half / BFloat16 take a float), so it is rounded twice.
-template <bool BF16>
-SAGE_DEVICE u16 channel_km(const KVArgs &a, double sum) {
-  return float_to_bits<BF16>(__double2float_rn(__dmul_rn(sum, a.inv_n)));
-}
-
-// The contract (v_channel_scales): v_scale = amax * fl32(1 / scale_max), multiplier = scale_max / amax
-// correctly rounded (positive and finite for a finite amax; +0 for an infinite one).
-SAGE_DEVICE float channel_v_amax(const KVArgs &a, i64 at) { return fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f); }
-SAGE_DEVICE float channel_vmult(const KVArgs &a, float amax) { return __fdiv_rn(a.v_scale_max, amax); }
-
-// Channel ch of a head whose stats items are all counted: km and the V multiplier from
-// the atomically gathered sums, computed once per head, written to the outputs and
-// published as words that are non-zero once valid.
 template <int D, bool BF16>
 SAGE_DEVICE void finalize_channel(const KVArgs &a, int bh, u32 ch) {
   __threadfence();  // acquire: the sums of every stats item of the head (each fenced before counting)
   const i64 at = (i64)bh * D + ch;
   if (a.do_k) {
-    const u16 km = channel_km<BF16>(a, __ldcg(a.k_sum + at));
+    // torch's mean: sum * fl(1 / N) in fp64; the fp64 mean goes to fp16/bf16 through
+    // fp32 (c10::Half / BFloat16 take a float), so it is rounded twice.
+    const u16 km = float_to_bits<BF16>(__double2float_rn(__dmul_rn(__ldcg(a.k_sum + at), a.inv_n)));
     a.km[at] = km;
     store_relaxed(a.km_word + at, 0x10000u | km);
   }
   if (a.do_v) {
-    const float amax = channel_v_amax(a, at);
+    // The contract (v_channel_scales): v_scale = amax * fl32(1 / scale_max),
+    // multiplier = scale_max / amax correctly rounded (positive and finite for a finite amax).
+    const float amax = fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f);
     a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
     // Never 0, not even for an infinite amax (multiplier +0: inputs the contract refuses,
     // reachable with check_finite=False), which would leave the apply items polling for ever.
-    store_relaxed(a.vmult_word + at, VMULT_VALID | __float_as_uint(channel_vmult(a, amax)));
-  }
-}
-
-SAGE_DEVICE u32 load_acquire(const int *p) {
-  u32 v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// QUANT_KV_ASYNC_COUNT: channel tid's km and V multiplier words of head bh, computed by this apply
-// item from the head's sums once all of its stats items are counted (the first item of the head also
-// writes km and v_scale). Deadlock-free as the words are: only stats items are waited for.
-template <int D, bool BF16>
-SAGE_DEVICE void channel_words_from_sums(const KVArgs &a, int bh, int row0, int items_per_head, u32 tid,
-                                         u32 &kw, u32 &vw) {
-  while (load_acquire(a.head_done + bh) != (u32)items_per_head) __nanosleep(64);
-  const i64 at = (i64)bh * D + tid;
-  kw = 1u;
-  vw = 1u;
-  if (a.do_k) {
-    const u16 km = channel_km<BF16>(a, __ldcg(a.k_sum + at));
-    if (row0 == 0) a.km[at] = km;
-    kw = km;
-  }
-  if (a.do_v) {
-    const float amax = channel_v_amax(a, at);
-    if (row0 == 0) a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
-    vw = __float_as_uint(channel_vmult(a, amax));
-  }
-}
-
-// QUANT_KV_ASYNC_COUNT: thread 0 counts the block's previous stats item for its head (release_bh >= 0),
-// after this item's loads are issued: its fence then waits beside them. The end-of-item barrier before
-// it ordered the item's atomics (the grid-barrier pattern).
-SAGE_DEVICE void count_previous_stats(const KVArgs &a, int release_bh) {
-  if (QUANT_KV_ASYNC_COUNT && release_bh >= 0) {
-    __threadfence();
-    atomicAdd(a.head_done + release_bh, 1);
+    store_relaxed(a.vmult_word + at, VMULT_VALID | __float_as_uint(__fdiv_rn(a.v_scale_max, amax)));
   }
 }
 
@@ -280,22 +206,20 @@ SAGE_DEVICE void channel_words(const KVArgs &a, int bh, u32 tid, u32 &kw, u32 &v
 }
 
 template <int D, bool BF16>
-SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm,
-                            int release_bh) {
+SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
   u32x4 kr[4], vr[4];
   if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
   if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-  count_previous_stats(a, release_bh);
   if (a.do_k) {
     double sum[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       // Rows past N read 0. fp16 sums are exact in fp64 (bf16 ones whenever they fit 53 bits),
       // so the order is free: the atomics add the items in any order anyway.
-      sum[e] = __dadd_rn(__dadd_rn(k_sum_element<BF16>(kr[0], e), k_sum_element<BF16>(kr[1], e)),
-                         __dadd_rn(k_sum_element<BF16>(kr[2], e), k_sum_element<BF16>(kr[3], e)));
+      sum[e] = __dadd_rn(__dadd_rn(element_f64<BF16>(kr[0], e), element_f64<BF16>(kr[1], e)),
+                         __dadd_rn(element_f64<BF16>(kr[2], e), element_f64<BF16>(kr[3], e)));
 #pragma unroll
       for (int off = 8; off < 32; off <<= 1) sum[e] += __shfl_xor_sync(0xffffffffu, sum[e], off);
     }
@@ -334,7 +258,6 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
       double total = 0.0;
 #pragma unroll
       for (u32 w = 0; w < KVSmem<D>::WARPS; w += HALVES) total += sm.u.stats.sum[w + half][at_col];
-      if (QUANT_KV_F64_BITS) total = __dmul_rn(total, k_sum_unscale<BF16>());
       atomicAdd(a.k_sum + at, total);
     }
     if (a.do_v) {
@@ -344,7 +267,6 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
       atomicMax(a.v_amax + at, m);
     }
   }
-  if (QUANT_KV_ASYNC_COUNT) return;  // counted by thread 0 with the block's next item
   // One fence after the barrier makes every thread's sums visible before the done counter
   // moves (the grid-barrier pattern), instead of one fence per thread; the item that
   // completes the head finalizes it, one channel per thread. (Named barriers for the D
@@ -359,21 +281,15 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
 }
 
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm,
-                            int release_bh) {
+SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
   u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
   if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
   if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-  count_previous_stats(a, release_bh);
   if (tid < D) {
     u32 kw, vw;
-    if (QUANT_KV_ASYNC_COUNT) {
-      channel_words_from_sums<D, BF16>(a, it.bh, it.row0, items_per_head, tid, kw, vw);
-    } else {
-      channel_words<D>(a, it.bh, tid, kw, vw);
-    }
+    channel_words<D>(a, it.bh, tid, kw, vw);
     sm.km[by_element<D>(tid)] = bits_to_float<BF16>((u16)kw);
     sm.km_bits[tid] = (u16)kw;
     sm.vmult[by_element<D>(tid)] = __uint_as_float(vw & ~VMULT_VALID);
@@ -423,8 +339,12 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, int items_per_hea
 }
 
 // Plain scalar parameters (no struct by value): what any launcher can pass.
-template <int D, bool BF16, bool CUDA_FLAVOUR>
-__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_SM / (4 * D)) quant_kv_kernel(
+template <int D, bool BF16, bool CUDA_FLAVOUR, int PARTS = 3>
+__global__ void __launch_bounds__(QuadLayout<D>::THREADS,
+                                  (PARTS == 3   ? QUANT_KV_THREADS_PER_SM
+                                   : PARTS == 1 ? QUANT_K_ONLY_THREADS_PER_SM
+                                                : QUANT_V_ONLY_THREADS_PER_SM) / (4 * D))
+quant_kv_kernel(
     const u16 *k, i64 k_sb, i64 k_sh, i64 k_sn, const u16 *v, i64 v_sb, i64 v_sh, i64 v_sn,
     i8 *k_int8, i64 kq_sb, i64 kq_sh, i64 kq_sn, float *k_scale, int k_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift, u16 *km, u8 *v_fp8, float *v_scale, int n_pad,
@@ -435,13 +355,13 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
   const KVArgs a = {k, k_sb, k_sh, k_sn, v, v_sb, v_sh, v_sn, k_int8, kq_sb, kq_sh, kq_sn,
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
-                    v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, inv_n};
+                    v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, (PARTS & 1) ? do_k : 0,
+                    (PARTS & 2) ? do_v : 0, inv_n};
   const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;
   if (threadIdx.x == 0) s_item[0] = decode_ticket(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
   __syncthreads();
-  int release_bh = -1;  // QUANT_KV_ASYNC_COUNT, thread 0: the head of a stats item not yet counted
   for (int i = 0;; ++i) {
     // s_item is double-buffered: thread 0 takes the next ticket as the item starts and
     // writes it, decoded, into the other slot as the item ends; the barrier at the end
@@ -452,13 +372,11 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
     int next = 0;
     if (tid == 0) next = atomicAdd(a.ticket, 1);
     if (it.kind == KV_APPLY) {
-      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, items_per_head, tid, sm, release_bh);
+      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm);
     } else {
-      stats_item<D, BF16>(a, it, items_per_head, tid, sm, release_bh);
+      stats_item<D, BF16>(a, it, items_per_head, tid, sm);
     }
-    release_bh = QUANT_KV_ASYNC_COUNT && tid == 0 && it.kind == KV_STATS ? it.bh : -1;
     if (tid == 0) s_item[(i + 1) & 1] = decode_ticket(a, next, items_per_head, n_items);
     __syncthreads();  // also: the item's shared memory is free for the next one
   }
-  count_previous_stats(a, release_bh);
 }
