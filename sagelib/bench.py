@@ -583,21 +583,22 @@ def validate_document(document: Any) -> None:
 # --------------------------------------------------------------------------- tables
 
 
-def _case_key(record: dict) -> tuple:
+def case_key(record: dict) -> tuple:
+    """What identifies a record's case across backends and modes: (batch, heads, seq_q, seq_kv, head_dim, causal)."""
     s = record["shape"]
     return (s["batch"], s["heads"], s["seq_q"], s["seq_kv"], s["head_dim"], record["causal"])
 
 
 def peer_ratios(records: Sequence[dict], peers: Sequence[str] = PEERS) -> list[dict]:
     """Each timed record with ``ratio``: its TOPS over each peer's end-to-end TOPS on the same case."""
-    peer_tops = {(_case_key(r), r["backend"]): r["tops"] for r in records
+    peer_tops = {(case_key(r), r["backend"]): r["tops"] for r in records
                  if r["backend"] in peers and r["mode"] == "end_to_end" and r.get("tops")}
     present = [p for p in peers if any(key[1] == p for key in peer_tops)]
     out = []
     for record in records:
         ratio = {}
         for peer in present:
-            theirs = peer_tops.get((_case_key(record), peer))
+            theirs = peer_tops.get((case_key(record), peer))
             if record.get("tops") and theirs:
                 ratio[peer] = record["tops"] / theirs
         out.append({**record, "ratio": ratio})

@@ -82,7 +82,7 @@ def _tops(document: dict, backend: str, mode: str, shape: str, causal: bool) -> 
     case = (want.batch, want.heads, want.seq_q, want.seq_kv, want.head_dim, causal)
     for record in document.get("records", []):
         if (record.get("backend"), record.get("mode")) == (backend, mode) and record.get("tops") \
-                and record.get("dtype", "fp16") == "fp16" and bench._case_key(record) == case:
+                and record.get("dtype", "fp16") == "fp16" and bench.case_key(record) == case:
             return float(record["tops"])
     return None
 
