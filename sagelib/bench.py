@@ -23,6 +23,7 @@ A measurement here follows a fixed discipline:
 backends that offer :meth:`~sagelib.backends.Backend.kernel_only`, with the inputs quantized
 ahead of time. :func:`run_sweep` runs a grid with a progress bar and returns a JSON-able
 document (:data:`SCHEMA`) that :func:`validate_document` checks and :func:`format_table` prints.
+:func:`time_ms` is the short form for scripts: the median GPU time of one ready closure.
 Ceilings (int8 / fp8 / bf16 GEMM, device copy) live in :mod:`sagelib.bench_ceilings`.
 """
 
@@ -266,6 +267,18 @@ def time_calls(calls: Sequence[Callable[[], Any]], device: torch.device, config:
         calls[i % len(calls)]()
         times.append((time.perf_counter() - t0) * 1e3)
     return times
+
+
+def time_ms(fn: Callable[[], Any], reps: int = 20, warmup: int = 3) -> float:
+    """GPU time of one call of ``fn`` in milliseconds: the median of exactly ``reps`` CUDA-event timings after
+    ``warmup`` calls, through :func:`time_calls` (``min_reps = reps``, so the budget never cuts them).
+
+    For quick A/B scripts that time one ready closure on the current CUDA device: no L2 rotation, no
+    cooldown, no output check (:func:`bench_case` does those). The median is :func:`summarize`'s, the mean of
+    the two middle timings when ``reps`` is even. Time ``replay_of(fn)`` for GPU time without host overhead.
+    """
+    config = TimingConfig(warmup=warmup, reps=reps, min_reps=reps)
+    return summarize(time_calls([fn], torch.device("cuda"), config)).median_ms
 
 
 def l2_bytes(device: torch.device) -> int:

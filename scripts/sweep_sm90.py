@@ -95,16 +95,6 @@ def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
             print(f"d{d} {name} stages={stages}: {'cached' if built.from_cache else 'compiled'}")
 
 
-def time_ms(fn, reps=20) -> float:
-    """Median of ``reps`` CUDA-event timings of ``fn`` (sagelib.bench's timer)."""
-    import torch
-
-    from sagelib import bench
-
-    config = bench.TimingConfig(warmup=3, reps=reps, min_reps=reps, budget_s=60.0)
-    return statistics.median(bench.time_calls([fn], torch.device("cuda"), config))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-only", action="store_true")
@@ -156,6 +146,7 @@ def main(argv=None) -> int:
         print(reason, file=sys.stderr)
         return 2
     from sagelib import power
+    from sagelib.bench import time_ms
 
     rows = []
     print(f"{'shape':<34} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"

@@ -6,8 +6,10 @@ percentile, torch's SDPA math on the CPU), never by the code under test.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import statistics
 
 import numpy as np
 import pytest
@@ -153,6 +155,34 @@ def test_time_calls_cuts_reps_to_the_budget_but_not_below_min():
     calls = [lambda: time.sleep(0.02)]
     times = bench.time_calls(calls, CPU, TimingConfig(warmup=1, reps=50, min_reps=3, budget_s=0.01))
     assert len(times) == 3
+
+
+def test_time_ms_times_exactly_reps_calls_after_the_warm_up_even_over_budget(monkeypatch):
+    real, seen = bench.time_calls, {}
+
+    def on_the_cpu(calls, device, config):  # the real loop, on the host clock, with a budget that would cut reps
+        seen.update(device=device, config=config)
+        seen["times"] = real(calls, CPU, dataclasses.replace(config, budget_s=1e-9))
+        return seen["times"]
+
+    monkeypatch.setattr(bench, "time_calls", on_the_cpu)
+    calls = []
+    ms = bench.time_ms(lambda: calls.append(1), reps=6, warmup=2)
+    assert seen["device"] == torch.device("cuda")
+    assert len(calls) == 2 + 6 and len(seen["times"]) == 6
+    assert ms == pytest.approx(statistics.median(seen["times"]), rel=1e-12, abs=0)
+
+
+@pytest.mark.parametrize("times, expected", [([4.0, 1.0, 3.0, 2.0], 2.5), ([5.0, 1.0, 3.0], 3.0)])
+def test_time_ms_is_the_median_of_the_timings(monkeypatch, times, expected):
+    monkeypatch.setattr(bench, "time_calls", lambda calls, device, config: list(times))
+    assert bench.time_ms(lambda: None, reps=len(times)) == expected  # even: the two middle ones' mean
+
+
+def test_quant_bench_re_exports_the_timer():
+    from sagelib.cuda import quant_bench
+
+    assert quant_bench.time_ms is bench.time_ms
 
 
 def test_random_inputs_are_fresh_and_not_zero():
@@ -450,3 +480,18 @@ def test_replay_of_keeps_the_captured_inputs_alive():
     del replay
     gc.collect()
     assert seen() is None, "the replay should be the input's last holder"
+
+
+@pytest.mark.gpu
+def test_gpu_time_ms_times_a_device_call():
+    x = torch.ones(1 << 22, device="cuda")
+    out = torch.empty_like(x)
+    calls = []
+
+    def double():
+        calls.append(1)
+        torch.mul(x, 2, out=out)
+
+    ms = bench.time_ms(double, reps=7, warmup=2)
+    assert len(calls) == 2 + 7 and math.isfinite(ms) and ms > 0
+    assert bool((out == 2).all())

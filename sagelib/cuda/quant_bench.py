@@ -15,17 +15,13 @@ from sagelib import bench, bench_records
 from sagelib.cuda import ops
 from sagelib.datafile import utc_stamp
 
+#: The timer, re-exported: A/B scripts import it from here (``from sagelib.cuda.quant_bench import time_ms``).
+time_ms = bench.time_ms
+
 #: A recording of :func:`measure` (data/results/*.json; notebook 03 shows the newest).
 SCHEMA = bench_records.QUANT_SCHEMA
 #: The shapes of issue 4's report: B:H:N:D.
 SHAPES = ((2, 32, 16384, 128), (32, 32, 1024, 128))
-
-
-def time_ms(fn, reps: int = 20, warmup: int = 3) -> float:
-    """Median of exactly ``reps`` CUDA-event timings of ``fn`` after ``warmup`` calls."""
-    config = bench.TimingConfig(warmup=warmup, reps=reps, min_reps=reps)
-    times = sorted(bench.time_calls([fn], torch.device("cuda"), config))
-    return times[len(times) // 2]
 
 
 def graph_ms(fn, reps: int = 20) -> float | None:
