@@ -35,6 +35,17 @@
 // channel with the 16-byte groups XOR-swizzled by (channel / 8) % 8: the word
 // stores and the 16-byte reads are both free of bank conflicts.
 // Targets: sm_89, sm_90, sm_120a, sm_121a. Grid: resident blocks.
+//
+// Measured on the H200 and not kept (GPU time against this schedule; the log records each):
+//   fused items, data held in registers across the head's wait   0.73-0.85x  (seq 126)
+//   next item prefetched into shared memory (cp.async)           0.74-0.79x  (seq 130)
+//   L2 evict_last / evict_first hints                            1.00-1.01x  (seq 136)
+//   unpredicated loads for full items                            0.99-1.01x  (seq 138)
+//   stats items counted by the next item, no finalizer           0.97-1.00x  (seq 140)
+//     (the apply items then wait on the count, then on the sums: two dependent L2 round trips, not one)
+//   K sums from the input's bits instead of cvt.f64              0.98-1.00x  (seq 140)
+//   K and V as two launches of one-tensor instances              0.83-0.92x  (seq 142)
+//     (32-40 registers, 3-4 blocks per SM: occupancy pays for each tensor alone, less than K and V overlapping here)
 #include "quant_int8.cuh"
 
 struct KVArgs {
