@@ -505,11 +505,13 @@ def device_summary(device: torch.device) -> dict:
 def environment_or_reason() -> dict:
     """:func:`sagelib.provenance.environment`, or a note of why it could not be taken."""
     try:
-        from sagelib.provenance import environment
+        from sagelib.provenance import environment, print_dirty_tree_hint
     except ImportError as exc:
         return {"missing": {"environment": f"sagelib.provenance not importable: {exc}"}}
     try:
-        return environment()
+        env = environment()
+        print_dirty_tree_hint(env)
+        return env
     except Exception as exc:  # provenance must never sink a benchmark
         return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
 

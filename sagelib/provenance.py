@@ -201,6 +201,32 @@ def environment(repo_root: Path | str | None = None) -> dict:
     }
 
 
+def dirty_tree_hint(env: dict) -> str | None:
+    """What to do when a recording names its tree by a HEAD with uncommitted changes (None when it does not).
+
+    On a GPU host that received a copy of the working tree, a stale ``.git`` makes every recording name the
+    wrong commit as dirty; :data:`SOURCE_COMMIT_VARIABLE` names the right one.
+    """
+    if not env.get("git_dirty") or os.environ.get(SOURCE_COMMIT_VARIABLE, "").strip():
+        return None
+    commit = str(env.get("git_commit") or "unknown")[:12]
+    return (f"note: this recording names commit {commit} with uncommitted changes. If this tree is a copy of "
+            f"another commit (a GPU host), set {SOURCE_COMMIT_VARIABLE}=<that commit> so recordings name it; "
+            "otherwise commit first for a record that can be rebuilt.")
+
+
+_hinted = False
+
+
+def print_dirty_tree_hint(env: dict) -> None:
+    """Print :func:`dirty_tree_hint` to stderr, once per process."""
+    global _hinted
+    hint = dirty_tree_hint(env)
+    if hint and not _hinted:
+        _hinted = True
+        print(hint, file=sys.stderr)
+
+
 # ----------------------------------------------------------------------------- inventory
 #
 # data/reference_inventory.json lists the artifacts results rest on, by hash, and the

@@ -79,10 +79,11 @@ def write_environment(folder: Path, repo_root: Path) -> dict[str, Any]:
     fails, records what a few local probes find and marks the record partial.
     """
     try:
-        from sagelib.provenance import environment
+        from sagelib.provenance import environment, print_dirty_tree_hint
 
         record = dict(environment(repo_root))
         record["partial"] = False
+        print_dirty_tree_hint(record)
     except Exception as exc:
         record = _fallback_environment(repo_root)
         record["partial"] = True

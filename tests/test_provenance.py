@@ -224,3 +224,26 @@ def test_a_declared_commit_wins_over_a_stale_git_head(tmp_path, monkeypatch):
     monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, head[:7])
     env = provenance.environment(tmp_path)
     assert env["git_commit"] == head.strip() and "git_commit" not in env["missing"]
+
+
+def test_a_dirty_tree_without_a_declared_commit_gets_a_hint(tmp_path, monkeypatch, capsys):
+    """A stale .git on a GPU host makes recordings name the wrong commit as dirty: the hint says what to set."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    monkeypatch.delenv(provenance.SOURCE_COMMIT_VARIABLE, raising=False)
+    clean = provenance.environment(tmp_path)
+    assert clean["git_dirty"] is False and provenance.dirty_tree_hint(clean) is None
+    (tmp_path / "changed.txt").write_text("x")
+    dirty = provenance.environment(tmp_path)
+    hint = provenance.dirty_tree_hint(dirty)
+    assert dirty["git_dirty"] is True and hint is not None
+    assert dirty["git_commit"][:12] in hint and provenance.SOURCE_COMMIT_VARIABLE in hint
+    monkeypatch.setattr(provenance, "_hinted", False)
+    provenance.print_dirty_tree_hint(dirty)
+    provenance.print_dirty_tree_hint(dirty)
+    assert capsys.readouterr().err.count(provenance.SOURCE_COMMIT_VARIABLE) == 1  # once per process
+    monkeypatch.setenv(provenance.SOURCE_COMMIT_VARIABLE, "abc123")
+    assert provenance.dirty_tree_hint(dirty) is None  # declared: the recording names it
