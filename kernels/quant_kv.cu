@@ -46,17 +46,9 @@
 //   K sums from the input's bits instead of cvt.f64              0.98-1.00x  (seq 140)
 //   K and V as two launches of one-tensor instances              0.83-0.92x  (seq 142)
 //     (32-40 registers, 3-4 blocks per SM: occupancy pays for each tensor alone, less than K and V overlapping here)
+//   the same two launches side by side on two streams, 1-3 K and  0.46-0.91x  (seq 144)
+//     1-2 V blocks per SM (the K launch bounds the pair whatever its share of the SM)
 #include "quant_int8.cuh"
-
-// PARTS (template argument, log seq 143): 3 = K and V (default), 1 = K only, 2 = V only, compiled as such, so a
-// one-tensor instance holds half the data registers (K 40, V 32); two such launches side by side on two streams,
-// with grids of a few blocks per SM each, may share every SM at more resident warps than the two-tensor kernel.
-#ifndef QUANT_K_ONLY_THREADS_PER_SM
-#define QUANT_K_ONLY_THREADS_PER_SM 1536
-#endif
-#ifndef QUANT_V_ONLY_THREADS_PER_SM
-#define QUANT_V_ONLY_THREADS_PER_SM 2048
-#endif
 
 struct KVArgs {
   const u16 *k; i64 k_sb, k_sh, k_sn;
@@ -351,12 +343,8 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
 }
 
 // Plain scalar parameters (no struct by value): what any launcher can pass.
-template <int D, bool BF16, bool CUDA_FLAVOUR, int PARTS = 3>
-__global__ void __launch_bounds__(QuadLayout<D>::THREADS,
-                                  (PARTS == 3   ? QUANT_KV_THREADS_PER_SM
-                                   : PARTS == 1 ? QUANT_K_ONLY_THREADS_PER_SM
-                                                : QUANT_V_ONLY_THREADS_PER_SM) / (4 * D))
-quant_kv_kernel(
+template <int D, bool BF16, bool CUDA_FLAVOUR>
+__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_SM / (4 * D)) quant_kv_kernel(
     const u16 *k, i64 k_sb, i64 k_sh, i64 k_sn, const u16 *v, i64 v_sb, i64 v_sh, i64 v_sn,
     i8 *k_int8, i64 kq_sb, i64 kq_sh, i64 kq_sn, float *k_scale, int k_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift, u16 *km, u8 *v_fp8, float *v_scale, int n_pad,
@@ -367,8 +355,7 @@ quant_kv_kernel(
   const KVArgs a = {k, k_sb, k_sh, k_sn, v, v_sb, v_sh, v_sn, k_int8, kq_sb, kq_sh, kq_sn,
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
-                    v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, (PARTS & 1) ? do_k : 0,
-                    (PARTS & 2) ? do_v : 0, inv_n};
+                    v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, inv_n};
   const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;

@@ -15,10 +15,8 @@ def quant_int8(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
     return f"quant_int8_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
 
-def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool, parts: int = 3) -> str:
-    """``parts``: 3 quantizes K and V, 1 only K, 2 only V (kernels/quant_kv.cu's PARTS)."""
-    tail = "" if parts == 3 else f", {parts}"
-    return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}{tail}>"
+def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
+    return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
 
 def attn_mma(head_dim: int, pv_fp16: bool) -> str:

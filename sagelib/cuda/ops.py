@@ -157,8 +157,7 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None,
-                 one_part_instance: bool = False, blocks_per_sm: int | None = None) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
@@ -195,13 +194,11 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
-    parts = (1 if do_k else 0) + (2 if do_v else 0) if one_part_instance else 3
-    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda", parts))
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
     threads = quant_threads(d)
-    per_sm = max(1, max_active_blocks(fn, threads))
-    resident = (min(per_sm, blocks_per_sm) if blocks_per_sm else per_sm) * _sm_count(dev)
+    resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
     grid = min(2 * n_items, resident)
     lag = kv_lag(grid, items_per_head)
     launch(fn, (grid, 1, 1), (threads, 1, 1),
