@@ -10,6 +10,12 @@
 // the binary.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
 // Grid: (ceil(N / 128), H, B).
+//
+// Measured on the H200 and not kept (GPU time against this one-shot grid; the log records each):
+//   persistent grid loading the next tile ahead (62-64 registers)   0.83-0.93x  (seq 132)
+//   persistent grid walking the tiles, nothing ahead (40 registers)  0.85-0.91x  (seq 146)
+//   (a fresh block issues its loads while its neighbours compute; a persistent block's loads wait behind its own
+//   stores and barriers.) Register caps for more blocks per SM: quant_int8.cuh (seq 134).
 #include "quant_int8.cuh"
 
 template <int D, bool BF16, bool CUDA_FLAVOUR>
@@ -31,30 +37,3 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_S
       raw, no_km, xq + b * q_sb + h * q_sh, q_sn, scale + ((i64)b * heads + h) * n_groups, n_tokens, row0, geo,
       n_groups, sm, quant_tid());
 }
-
-// QUANT_QK_PERSISTENT=1 (log seq 145, an experiment): a grid of resident blocks walks the tiles in order
-// (tile = block + i * grid, x fastest, then heads, then batch), without loading ahead (seq 132 closed that:
-// its registers cost a block per SM). Measures what block launches cost the one-shot grid.
-#if QUANT_QK_PERSISTENT
-template <int D, bool BF16, bool CUDA_FLAVOUR>
-__global__ void __launch_bounds__(QuadLayout<D>::THREADS, 1536 / (4 * D))  // three blocks per SM at D128, as one-shot
-quant_int8_persistent_kernel(const u16 *__restrict__ x, i64 x_sb, i64 x_sh, i64 x_sn,
-                             i8 *__restrict__ xq, i64 q_sb, i64 q_sh, i64 q_sn,
-                             float *__restrict__ scale, int n_tokens, int n_groups,
-                             int tile_shift, int per_tile_shift, int mod_mask, int div_shift, int heads, int batch) {
-  __shared__ QuantSmem sm;
-  const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};
-  const float no_km[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  const int tiles_x = (n_tokens + QUANT_ROWS - 1) / QUANT_ROWS, n_tiles = tiles_x * heads * batch;
-  if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
-  for (int t = blockIdx.x; t < n_tiles; t += gridDim.x) {
-    const int bh = t / tiles_x, row0 = (t - bh * tiles_x) * QUANT_ROWS, b = bh / heads, h = bh - b * heads;
-    u32x4 raw[4];
-    load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
-    __syncthreads();  // the previous tile's reads of sm.scale / sm.mult are done (and amax is zero)
-    quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false>(
-        raw, no_km, xq + b * q_sb + h * q_sh, q_sn, scale + (i64)bh * n_groups, n_tokens, row0, geo, n_groups, sm,
-        quant_tid());
-  }
-}
-#endif
