@@ -12,6 +12,7 @@ from collections import defaultdict
 import matplotlib.pyplot as plt
 
 from sagelib import bench
+from sagelib.targets import distinct
 
 
 def _label(record: dict) -> str:
@@ -215,9 +216,14 @@ def target_bars(statuses: list, title: str):
         if s.met is None:
             notes.append("not measured")
         else:
-            shown = f"{s.measured:.1%} of {s.goal:.0%}" if s.unit == "of copy" else f"{s.measured:.0f} of {s.goal:.0f}"
-            notes.append(f"{ratio:.2f}x ({shown})")
-    ax.bar_label(bars, labels=notes, fontsize=7, padding=2)
+            # with the digits that tell a near miss from the goal (targets.distinct, the table's rule)
+            percent = s.unit == "of copy"
+            goal = f"{s.goal:.0%}" if percent else f"{s.goal:.0f}"
+            shown = f"{distinct(s.measured, s.goal, percent, 1 if percent else 0)} of {goal}"
+            notes.append(f"{distinct(ratio, 1.0, False, 2)}x ({shown})")
+    # a white box, so the dashed goal line does not run through the text
+    ax.bar_label(bars, labels=notes, fontsize=7, padding=2,
+                 bbox=dict(boxstyle="square,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
     ax.axvline(1.0, color="black", linestyle="--", linewidth=1)
     ax.set_yticks(range(len(statuses)), labels, fontsize=8)
     ax.invert_yaxis()

@@ -127,10 +127,10 @@ def evaluate(document: dict, targets: tuple[Target, ...] = TARGETS) -> list[Stat
     return statuses
 
 
-def _distinct(value: float, goal: float | None, percent: bool) -> str:
-    """``value`` with one decimal, or as many more (up to four) as it takes not to read as ``goal`` when it
+def distinct(value: float, goal: float | None, percent: bool, digits: int = 1) -> str:
+    """``value`` with ``digits`` decimals, or as many more (up to four) as it takes not to read as ``goal`` when it
     differs from it: a share of 69.96% against 70% is shown as 69.96%, not 70.0%."""
-    for digits in range(1, 5):
+    for digits in range(digits, max(digits, 4) + 1):
         text = f"{value:.{digits}%}" if percent else f"{value:.{digits}f}"
         if goal is None or value == goal or text != (f"{goal:.{digits}%}" if percent else f"{goal:.{digits}f}"):
             return text
@@ -142,7 +142,7 @@ def format_table(statuses: list[Status]) -> str:
     lines = [f"{'issue':<6} {'target':<48} {'measured':>10} {'goal':>22}  status"]
     for s in statuses:
         def shown(value, goal=None):
-            return "-" if value is None else _distinct(value, goal, s.unit == "of copy")
+            return "-" if value is None else distinct(value, goal, s.unit == "of copy")
         goal_text = shown(s.goal) + (f" ({s.target.peer})" if s.target.kind == "peer" else "")
         if s.met is None:
             status = f"not measured: {s.missing}"

@@ -138,3 +138,21 @@ def test_the_command_names_from_and_the_fix_for_a_path_it_cannot_read(tmp_path, 
         err = capsys.readouterr().err
         assert err.startswith("sagelib targets: error: --from") and found in err, err
         assert "sagelib bench --out" in err and err.count("\n") == 1
+
+
+def test_the_chart_labels_a_near_miss_with_the_digits_that_tell_it_from_the_goal():
+    """notebook 03's chart follows the table's rule: a missed target never reads 1.00x or 1000 of 1000."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sagelib import bench_plots
+
+    assert targets.distinct(0.9986, 1.0, False, 2) == "0.999"
+    assert targets.distinct(0.85, 1.0, False, 2) == "0.85"
+    assert targets.distinct(999.6, 1000.0, False, 0) == "999.6"
+    assert targets.distinct(0.6996, 0.70, True, 1) == "69.96%"
+    statuses = targets.evaluate(_document(d128=999.6))
+    fig = bench_plots.target_bars(statuses, "test")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "0.9996x (999.6 of 1000)" in texts
+    assert "0.98x (640 of 650)" in texts  # a clear miss keeps two decimals and whole TOPS
