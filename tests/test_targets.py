@@ -156,3 +156,4 @@ def test_the_chart_labels_a_near_miss_with_the_digits_that_tell_it_from_the_goal
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "0.9996x (999.6 of 1000)" in texts
     assert "0.98x (640 of 650)" in texts  # a clear miss keeps two decimals and whole TOPS
+
