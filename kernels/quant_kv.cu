@@ -291,8 +291,6 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
   u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
   if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
   if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-  // QUANT_LOCAL_SCALES: the last apply item left its groups' amax set; the barrier below orders this
-  if (QUANT_LOCAL_SCALES && tid < QUANT_MAX_GROUPS) sm.quant.amax[tid] = 0u;
   if (tid < D) {
     u32 kw, vw;
     channel_words<D>(a, it.bh, tid, kw, vw);

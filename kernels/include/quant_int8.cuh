@@ -38,13 +38,9 @@
 // already), +1.5-2.5% for the fp16 cuda flavour at D128 and -2% at D64 (bf16 not timed); for
 // 2048, -2 to -4%; the K/V kernel capped for 1536 spills ~250 bytes and runs at 0.51-0.60x.
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
+// Also measured (seq 148): every thread computing its rows' group scales, one barrier per tile instead of two,
+// ran 0.97-1.00x (the divisions cost more than the barrier's wait).
 #define QUANT_QK_THREADS_PER_SM 1024
-// QUANT_LOCAL_SCALES=1 (log seq 147, an experiment): every thread computes the scale and multiplier of its rows'
-// groups from the gathered amax itself, so a tile needs one barrier instead of two; sm.amax is left set, and
-// the caller zeroes it (and passes a barrier) before the next tile.
-#ifndef QUANT_LOCAL_SCALES
-#define QUANT_LOCAL_SCALES 0
-#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define QUANT_KV_THREADS_PER_SM 512
 #else
@@ -178,22 +174,6 @@ SAGE_DEVICE float row_amax(const u32x4 &w, const float (&km)[8]) {
   return packed_max_to_float<BF16>(abs_max8_packed<BF16>(w));
 }
 
-// A group's scale and quantization multiplier from its amax (fp32 bits). The contract (quantize_groups):
-// "amax / 127" is amax times fl32(1/127), as GPU code divides by a constant; "127 / amax" is correctly rounded.
-template <bool CUDA_FLAVOUR>
-SAGE_DEVICE void group_scale(u32 amax_bits, float &scale, float &mult) {
-  const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127)
-  float amax = __uint_as_float(amax_bits);
-  if (CUDA_FLAVOUR) {
-    amax = fmaxf(amax, 1e-7f);
-    scale = __fmul_rn(amax, inv127);
-    mult = __fdiv_rn(127.0f, amax);
-  } else {
-    scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
-    mult = __fdiv_rn(1.0f, scale);
-  }
-}
-
 // Quantize the tile of rows [row0, row0 + 128) of one (batch, head) from `raw`
 // (this thread's quad, already loaded; for the triton flavour with smoothing,
 // already smoothed with sub2). SMOOTH_F32: subtract `km` in fp32 here (cuda flavour).
@@ -219,31 +199,32 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
 
   const int n_local = groups_per_tile(geo);
   if (tid < (u32)n_local) {
-    const u32 amax = sm.amax[tid];
-    if (!QUANT_LOCAL_SCALES) sm.amax[tid] = 0u;  // ready for the next tile
+    // The contract (quantize_groups): "amax / 127" is amax times fl32(1/127), as GPU
+    // code divides by a constant; "127 / amax" is correctly rounded.
+    const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127)
+    float amax = __uint_as_float(sm.amax[tid]);
+    sm.amax[tid] = 0u;  // ready for the next tile
     float scale, mult;
-    group_scale<CUDA_FLAVOUR>(amax, scale, mult);
-    if (!QUANT_LOCAL_SCALES) {
-      sm.scale[tid] = scale;
-      sm.mult[tid] = mult;
+    if (CUDA_FLAVOUR) {
+      amax = fmaxf(amax, 1e-7f);
+      scale = __fmul_rn(amax, inv127);
+      mult = __fdiv_rn(127.0f, amax);
+    } else {
+      scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
+      mult = __fdiv_rn(1.0f, scale);
     }
+    sm.scale[tid] = scale;
+    sm.mult[tid] = mult;
     const int g = ((row0 >> geo.tile_shift) << geo.per_tile_shift) + tid;
     if (g < n_groups) scale_out[g] = scale;
   }
-  if (!QUANT_LOCAL_SCALES) __syncthreads();
+  __syncthreads();
 
   i8 *dst = xq + (i64)(row0 + r0) * xq_stride + c * 8;  // one 64-bit address, advanced per row
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const int g = group_of(r0 + k, geo);
-    float scale, mult;
-    if (QUANT_LOCAL_SCALES) {
-      group_scale<CUDA_FLAVOUR>(sm.amax[g], scale, mult);
-    } else {
-      scale = sm.scale[g];
-      mult = sm.mult[g];
-    }
-    const u32x2 q = quantize_row<BF16, CUDA_FLAVOUR, SMOOTH_F32>(raw[k], km, scale, mult);
+    const u32x2 q = quantize_row<BF16, CUDA_FLAVOUR, SMOOTH_F32>(raw[k], km, sm.scale[g], sm.mult[g]);
     if (row0 + r0 + k < n_tokens) store_stream(dst, q);
     dst += xq_stride;
   }
