@@ -127,10 +127,10 @@ def evaluate(document: dict, targets: tuple[Target, ...] = TARGETS) -> list[Stat
     return statuses
 
 
-def distinct(value: float, goal: float | None, percent: bool, digits: int = 1) -> str:
-    """``value`` with ``digits`` decimals, or as many more (up to four) as it takes not to read as ``goal`` when it
-    differs from it: a share of 69.96% against 70% is shown as 69.96%, not 70.0%."""
-    for digits in range(digits, max(digits, 4) + 1):
+def distinct(value: float, goal: float | None, percent: bool, min_digits: int = 1) -> str:
+    """``value`` with ``min_digits`` decimals, or as many more (up to four) as it takes not to read as ``goal`` when
+    it differs from it: a share of 69.96% against 70% is shown as 69.96%, not 70.0%."""
+    for digits in range(min_digits, max(min_digits, 4) + 1):
         text = f"{value:.{digits}%}" if percent else f"{value:.{digits}f}"
         if goal is None or value == goal or text != (f"{goal:.{digits}%}" if percent else f"{goal:.{digits}f}"):
             return text
