@@ -42,7 +42,6 @@ struct Sm90Smem {
   RingBarriers<SM90_Q_SLOTS> q_slots;
   int q_tile[SM90_Q_SLOTS];  // the tile whose Q each slot holds (scheduler.cuh), written by the producer
   TileDivisors divisors;    // the tile decode's, in the geometries that keep them here (scheduler.cuh)
-  alignas(16) u32 score_bias[4];  // SM90_BIASED_SCORES=2: the bias the scores accumulate onto (mainloop.cuh)
 };
 
 // Dynamic shared memory is requested with this much slack, so the tiles can start on
@@ -66,8 +65,6 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
   if (threadIdx.x == 0) {
     smem.ring.init(G::CONSUMER_WARPS);
     smem.q_slots.init(G::CONSUMER_WARPS);
-    if constexpr (SM90_BIASED_SCORES == 2)
-      for (int i = 0; i < 4; ++i) smem.score_bias[i] = SAGE_I2F_BIAS;
     if constexpr (TileScheduler<G>::SHARED_DIVISORS)
       smem.divisors = TileScheduler<G>(n_q, n_kv, D, heads_q, heads_kv, batch, causal, smem.divisors).compute_divisors();
     mbarrier_init_fence();

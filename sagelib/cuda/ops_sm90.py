@@ -114,8 +114,7 @@ def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = 
     output_staging = 4 * geometry.consumers * 16 * (2 * head_dim + 16)  # 16 padded fp16 rows per consumer warp
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
     divisors = 5 * 12  # the tile decode's five FastDivisors (scheduler.cuh TileDivisors)
-    score_bias = 16 + 12  # four words, 16-byte aligned after the divisors (mainloop.cuh prime_scores)
-    return tiles + channel_scales + output_staging + barriers + divisors + score_bias + SMEM_ALIGN
+    return tiles + channel_scales + output_staging + barriers + divisors + SMEM_ALIGN
 
 
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:

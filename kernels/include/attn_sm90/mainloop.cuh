@@ -66,11 +66,6 @@
 #ifndef SM90_Q_IN_REGISTERS
 #define SM90_Q_IN_REGISTERS 0
 #endif
-// With SM90_BIASED_SCORES: 1 primes the next block's score registers before the turn (while the
-// warpgroup would wait), 0 between the P.V and the Q.K^T of the batch (under the running P.V).
-#ifndef SM90_PRIME_EARLY
-#define SM90_PRIME_EARLY 0
-#endif
 #define SM90_OVERLAP_QK(D) ((D) == 64 && SM90_D64_OVERLAP)
 #define SM90_PINGPONG(D) (!SM90_OVERLAP_QK(D) && SM90_SERIAL_PINGPONG)
 // The tile change (EXPERIMENT_LOG seq 68): a consumer decodes its tiles with multiplicative
@@ -201,29 +196,9 @@ SAGE_DEVICE TakenTile take_tile(Smem &smem, RingPosition<SM90_Q_SLOTS> &q_at,
   return t;
 }
 
-// SM90_BIASED_SCORES (softmax.cuh): the score registers set to the bias the block's Q.K^T then
-// accumulates onto. `bias_words`: four copies of the bias in shared memory (Sm90Smem::score_bias).
-// The loads are volatile (in PTX too) so that each stays one 128-bit load: ptxas would otherwise load
-// once and copy with 64 moves.
-template <int S_REGS>
-SAGE_DEVICE void prime_scores(i32 (&s)[S_REGS], const u32 *bias_words) {
-  if constexpr (SM90_BIASED_SCORES == 1) {
-#pragma unroll
-    for (int i = 0; i < S_REGS; ++i) s[i] = SAGE_I2F_BIAS;
-  } else if constexpr (SM90_BIASED_SCORES == 2) {
-    const u32 address = smem_address(bias_words);
-#pragma unroll
-    for (int i = 0; i < S_REGS; i += 4)
-      asm volatile("ld.volatile.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(s[i]), "=r"(s[i + 1]), "=r"(s[i + 2]), "=r"(s[i + 3])
-                   : "r"(address));
-  }
-}
-
-// S = Q . K^T over the block's S_REGS * 2 keys (onto the primed bias with SM90_BIASED_SCORES).
+// S = Q . K^T over the block's S_REGS * 2 keys.
 template <int D, int S_REGS>
 SAGE_DEVICE void issue_scores(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *k_tile) {
-  constexpr bool ONTO_BIAS = SM90_BIASED_SCORES != 0;
   const u64 desc_k = wgmma_desc_k_major<D>(k_tile);
   wgmma_fence();
 #pragma unroll
@@ -232,11 +207,11 @@ SAGE_DEVICE void issue_scores(i32 (&s)[S_REGS], const QOperand<D> &q, const u8 *
     if constexpr (SM90_Q_IN_REGISTERS) {
       static_assert(S_REGS == 64, "SM90_Q_IN_REGISTERS: built for 128-key blocks only");
       const u32 (&q_step)[4] = q.frag[SM90_Q_IN_REGISTERS ? kk : 0];
-      if (kk == 0) wgmma_m64n128k32_s32_s8_s8_rs<ONTO_BIAS>(s, q_step, k_step);
+      if (kk == 0) wgmma_m64n128k32_s32_s8_s8_rs<false>(s, q_step, k_step);
       else wgmma_m64n128k32_s32_s8_s8_rs<true>(s, q_step, k_step);
     } else {
       const u64 q_step = wgmma_desc_advance(q.desc, 32 * kk);
-      if (kk == 0) wgmma_qk_step<S_REGS, ONTO_BIAS>(s, q_step, k_step);
+      if (kk == 0) wgmma_qk_step<S_REGS, false>(s, q_step, k_step);
       else wgmma_qk_step<S_REGS, true>(s, q_step, k_step);
     }
   }
@@ -250,9 +225,9 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
   const float mult = c.q_mult * k_mult;
   const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
   if (j >= c.full_blocks) {
-    sm90_online_softmax<true, sm90_score_form(D)>(s, mask, mult, m, l, alpha, p);
+    sm90_online_softmax<true, sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
   } else {
-    sm90_online_softmax<false, sm90_score_form(D)>(s, mask, mult, m, l, alpha, p);
+    sm90_online_softmax<false, sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
   }
 }
 
@@ -292,7 +267,6 @@ SAGE_DEVICE void consume_block_overlapped(BlockContext<D, STAGES, Smem> &c, int 
   c.ring.advance();
   if (has_next) {
     c.smem.ring.consumer_wait(c.ring);
-    prime_scores(next, c.smem.score_bias);
     issue_scores<D>(next, c.q, c.smem.k[c.ring.stage]);
     wgmma_wait<1>();
   } else {
@@ -341,9 +315,7 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
                                   const QOperand<D> &q) {
   constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
   float inner[D / 2 / PARTS];
-  const bool scores_next = has_next && !SM90_ABLATE_QK;
   if (has_next) c.smem.ring.consumer_wait(c.ring);
-  if (scores_next && SM90_PRIME_EARLY) prime_scores(s, c.smem.score_bias);
   if (SM90_PINGPONG(D) && !SM90_TURN_IS_SOFTMAX) c.turns.wait_turn();
   c.trace.stamp(j, TRACE_TURN);
   if (SM90_ABLATE_PV) {
@@ -352,10 +324,9 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
   } else {
     issue_pv<D / PARTS>(inner, p, c.smem.v[stage]);
   }
-  if (scores_next && !SM90_PRIME_EARLY) prime_scores(s, c.smem.score_bias);
-  if (scores_next) issue_scores<D>(s, q, c.smem.k[c.ring.stage]);
+  if (has_next && !SM90_ABLATE_QK) issue_scores<D>(s, q, c.smem.k[c.ring.stage]);
   if constexpr (PARTS == 2) {  // the first half completes (before the scores), folds, frees inner
-    if (scores_next) wgmma_wait<1>();
+    if (has_next && !SM90_ABLATE_QK) wgmma_wait<1>();
     else wgmma_wait<0>();
     wgmma_pin(inner);
     fold_block<D, 2, 0>(o, alpha, inner);
@@ -432,7 +403,6 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
       c.q.load(q_tile, t);
       i32 sa[G::S_REGS];
-      prime_scores(sa, smem.score_bias);
       smem.ring.consumer_wait(ring);
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {

@@ -42,23 +42,11 @@ SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_
 #ifndef SM90_CVT_FOLD
 #define SM90_CVT_FOLD 2
 #endif
+// Closed (EXPERIMENT_LOG seq 150; tree 261fb29 has SM90_BIASED_SCORES): the Q.K^T accumulating onto
+// the bias itself (score registers primed by 64 moves or 16 shared loads, scale-d on), which takes the
+// integer add out too, measured 0.95-1.00x at 64 and 0.92-0.99x at 128.
 SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) {
   return SM90_CVT_FOLD == 1 || (SM90_CVT_FOLD == 2 && head_dim == 64);
-}
-
-// Biased scores: the Q.K^T accumulates onto the bias instead of onto zero, so its int32 result is
-// already the bits of 1.5 * 2^23 + S and the softmax reads the score as a float with no instruction
-// at all (the fold's integer add gone too; the same bits as the fold). The score registers are set
-// to the bias before the block's Q.K^T (mainloop.cuh prime_scores): SM90_BIASED_SCORES=1 by 64
-// moves, 2 by 16 128-bit shared-memory loads of one 16-byte constant; 0 (the default) not at all.
-// The row max is taken on the biased integers (the order is the scores' own: no overflow, since
-// 1.5 * 2^23 + |S| < 2^31) and turned back into S by one float subtraction, exactly.
-#ifndef SM90_BIASED_SCORES
-#define SM90_BIASED_SCORES 0
-#endif
-enum Sm90ScoreForm { SM90_SCORE_CVT, SM90_SCORE_FOLD, SM90_SCORE_BIASED };
-SAGE_DEVICE constexpr Sm90ScoreForm sm90_score_form(int head_dim) {
-  return SM90_BIASED_SCORES ? SM90_SCORE_BIASED : sm90_cvt_fold(head_dim) ? SM90_SCORE_FOLD : SM90_SCORE_CVT;
 }
 
 // exp2 on the FMA pipe, for a share of the scores (SM90_POLY_EXP2: 1 = one in four, 2 = one
@@ -129,7 +117,7 @@ SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32
   }
 }
 
-template <bool MASKED, Sm90ScoreForm FORM, int S_REGS>
+template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
   i32 mx[2];
@@ -137,9 +125,7 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     // fp32 rounding is monotone, so the max of the scaled scores is the scaled INT32 max.
-    const float score_max =
-        FORM == SM90_SCORE_BIASED ? __int_as_float(mx[h]) - SAGE_I2F_BIAS_F : __int2float_rn(mx[h]);
-    float row_max = score_max * mult;
+    float row_max = __int2float_rn(mx[h]) * mult;
     if (MASKED && mx[h] == SAGE_MASKED_S) row_max = SAGE_MASK_SCORE;
     row_max = quad_max(row_max);
     const float m_new = fmaxf(m[h], row_max - SAGE_FP8_OFFSET);
@@ -148,7 +134,7 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
   }
 }
 
-template <bool MASKED, Sm90ScoreForm FORM, int S_REGS>
+template <bool MASKED, bool CVT_FOLD, int S_REGS>
 SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
                                   float (&sum)[2], u32 (&p)[S_REGS / 16][4]) {
 #pragma unroll
@@ -156,13 +142,12 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
-      const float biased_m = FORM != SM90_SCORE_CVT ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
+      const float biased_m = CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
-        const float score = SM90_ABLATE_CVT || FORM == SM90_SCORE_BIASED ? __int_as_float(s[i])
-                            : FORM == SM90_SCORE_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS)
-                                                      : sm90_score_to_float(s[i]);
+        const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
+                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
         float x = fmaf(score, mult, -biased_m);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
@@ -173,14 +158,14 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
     }
 }
 
-// The block's softmax step: l = l * alpha + the block's row sums. FORM: how the scores reach the
-// FMA as floats (a conversion, the fold's integer add, or already biased: sm90_score_form).
-template <bool MASKED, Sm90ScoreForm FORM = SM90_SCORE_CVT, int S_REGS>
+// The block's softmax step: l = l * alpha + the block's row sums. CVT_FOLD: the conversion folded
+// into the FMA (sm90_cvt_fold).
+template <bool MASKED, bool CVT_FOLD = false, int S_REGS>
 SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                      float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
-  sm90_softmax_max<MASKED, FORM>(s, mask, mult, m, alpha);
+  sm90_softmax_max<MASKED>(s, mask, mult, m, alpha);
   float sum[2] = {0.0f, 0.0f};
-  sm90_softmax_exp<MASKED, FORM>(s, mask, mult, m, sum, p);
+  sm90_softmax_exp<MASKED, CVT_FOLD>(s, mask, mult, m, sum, p);
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }
