@@ -75,6 +75,12 @@
 // into its Q slot (the slot is then released after the epilogue instead of after the last
 // Q.K^T); 0 reads them from global memory in the epilogue (geometry.cuh).
 #define SM90_TAKE_EARLY (SM90_Q_SLOTS > 1)
+// A consumer warpgroup whose 64 rows all lie at or past N_q (in a head's last tile when N_q is not a
+// multiple of the tile's rows) computes nothing with SM90_PASS_IDLE=1: it takes each block's stage and
+// turn only to hand them on (pass_blocks), and skips the epilogue. 0: it computes rows it never stores.
+#ifndef SM90_PASS_IDLE
+#define SM90_PASS_IDLE 0
+#endif
 
 struct ConsumerArgs {
   const float *q_scale, *k_scale, *v_scale;
@@ -360,6 +366,24 @@ SAGE_DEVICE void consume_blocks_serial(BlockContext<D, STAGES, Smem> &c, i32 (&s
   }
 }
 
+// A tile's blocks for a warpgroup with no query row in range: each block's stage is waited for and
+// released, and its turn taken and passed, so the producer and the other consumers see what they
+// would see from a computing warpgroup. A stage is released only once it is full: a release ahead of
+// the fill would count toward the stage's previous use.
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void pass_blocks(Smem &smem, RingPosition<STAGES> &ring, const PingPong<Smem::Geometry::CONSUMERS> &turns,
+                             int blocks) {
+  for (int j = 0; j < blocks; ++j) {
+    smem.ring.consumer_wait(ring);
+    if (SM90_PINGPONG(D)) {
+      turns.wait_turn();
+      turns.pass_turn();
+    }
+    warp_release(&smem.ring.empty[ring.stage]);
+    ring.advance();
+  }
+}
+
 template <int D, int STAGES, typename Smem>
 SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles, const ConsumerArgs &a) {
   using G = typename Smem::Geometry;
@@ -393,7 +417,10 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
 #pragma unroll
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
-    if (cur.blocks > 0) {
+    const bool idle = SM90_PASS_IDLE && at.q0 + SM90_WG_ROWS * wg >= a.n_q;
+    if (cur.blocks > 0 && idle) {
+      pass_blocks<D>(smem, ring, turns, cur.blocks);
+    } else if (cur.blocks > 0) {
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
@@ -421,10 +448,11 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     }
     if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
     if (SM90_TAKE_EARLY) next = take(walked + 1);  // another slot: its latencies go under the epilogue
-    sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
-                         a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
-                         a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
-                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
+    if (!idle)
+      sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
+                           a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
+                           a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
+                           a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
     if (SM90_VSCALE_SMEM) warp_release(q_empty);  // its Q and channel scales are read
     tile_trace.stamp(walked, TILE_STORED);
     if (!SM90_TAKE_EARLY) next = take(walked + 1);
