@@ -76,10 +76,14 @@
 // Q.K^T); 0 reads them from global memory in the epilogue (geometry.cuh).
 #define SM90_TAKE_EARLY (SM90_Q_SLOTS > 1)
 // A consumer warpgroup whose 64 rows all lie at or past N_q (in a head's last tile when N_q is not a
-// multiple of the tile's rows) computes nothing with SM90_PASS_IDLE=1: it takes each block's stage and
-// turn only to hand them on (pass_blocks), and skips the epilogue. 0: it computes rows it never stores.
+// multiple of the tile's rows) computes nothing with SM90_PASS_IDLE=1 (the default): it takes each
+// block's stage and turn only to hand them on (pass_blocks); its epilogue stores no row. 0: it computes
+// rows it never stores. Kernel only, same bits (EXPERIMENT_LOG seq 152, a build that also skipped the
+// epilogue, which cost the D128 comparison geometry 56 bytes of spills): D64 (192-row tiles) N16384
+// 1.015x, causal 1.021x, B8 N4096 1.024x, B32 N1024 1.060x, B16 N1000 1.054x; D128 N1088 1.015x,
+// N4099 1.007x; shapes whose N_q is a multiple of the tile unchanged.
 #ifndef SM90_PASS_IDLE
-#define SM90_PASS_IDLE 0
+#define SM90_PASS_IDLE 1
 #endif
 
 struct ConsumerArgs {
@@ -448,11 +452,10 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     }
     if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
     if (SM90_TAKE_EARLY) next = take(walked + 1);  // another slot: its latencies go under the epilogue
-    if (!idle)
-      sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
-                           a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
-                           a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
-                           a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
+    sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
+                         a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
+                         a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
+                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
     if (SM90_VSCALE_SMEM) warp_release(q_empty);  // its Q and channel scales are read
     tile_trace.stamp(walked, TILE_STORED);
     if (!SM90_TAKE_EARLY) next = take(walked + 1);
