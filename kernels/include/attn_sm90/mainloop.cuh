@@ -45,7 +45,9 @@
 // Splitting the consumers into softmax and P.V warpgroups (P handed over through shared memory,
 // Sm90Geometry<4, 128>) gave the same bits at 0.61-0.75x and was removed (seq 66; tree 3d28825).
 // Issuing the next tile's first Q.K^T in the tile's last wgmma batch kept the next tile's state
-// live through every block and measured 0.86-0.96x; it was not committed (seq 70).
+// live through every block and measured 0.86-0.96x; it was not committed (seq 70). Issuing it after the
+// tile's blocks, before the tile's stores, gave the same bits at 0.97-1.02x (D128 non-causal gained up to
+// 2%, causal and D64 lost: seq 154; tree 041f9cb has SM90_DEFER_EPILOGUE) and was removed.
 #ifndef SM90_D64_OVERLAP
 #define SM90_D64_OVERLAP 0
 #endif
@@ -84,14 +86,6 @@
 // N4099 1.007x; shapes whose N_q is a multiple of the tile unchanged.
 #ifndef SM90_PASS_IDLE
 #define SM90_PASS_IDLE 1
-#endif
-// SM90_DEFER_EPILOGUE=1: a consumer stores a tile's output only after it has issued the next tile's
-// first Q.K^T, whose latency then goes under the stores instead of before the next tile's first
-// softmax. O, m and l carry over to the next pass of the walk; the tile's Q slot (holding its V
-// channel scales) is released after the deferred stores. 0 (the default): stores right after the
-// tile's blocks.
-#ifndef SM90_DEFER_EPILOGUE
-#define SM90_DEFER_EPILOGUE 0
 #endif
 
 struct ConsumerArgs {
@@ -417,42 +411,23 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     tile_trace.stamp(walked, TILE_TAKEN);
     return taken;
   };
-  float o[D / 2], m[2], l[2];
-  // The output of a walked tile, and the release of its Q slot when its V channel scales live there.
-  const auto store_tile = [&](const TilePlace &at, int walked) {
-    const int slot = walked % SM90_Q_SLOTS;
-    sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
-                         a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
-                         a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
-                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
-    if (SM90_VSCALE_SMEM) warp_release(&smem.q_slots.empty[slot]);  // its Q and channel scales are read
-    tile_trace.stamp(walked, TILE_STORED);
-  };
-  constexpr bool DEFER = SM90_DEFER_EPILOGUE && !SM90_Q_IN_REGISTERS;  // the early issue reads Q from shared memory
-  TilePlace stored{};  // DEFER: the previous tile, whose output is still to be stored
   TakenTile next = take(0);
-  int walked = 0;
-  for (; tiles.valid(next.index); ++walked) {
+  for (int walked = 0; tiles.valid(next.index); ++walked) {
     const TakenTile cur = next;
     const int slot = walked % SM90_Q_SLOTS;  // the slots go round in order
     const TilePlace at = place_tile(tiles, a, by_group, cur.index, wg, warp);
     u64 *const q_empty = &smem.q_slots.empty[slot];
-    const bool idle = SM90_PASS_IDLE && at.q0 + SM90_WG_ROWS * wg >= a.n_q;
-    const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
-    i32 sa[G::S_REGS];
-    if (DEFER && cur.blocks > 0 && !idle) {  // the first scores go out before the previous tile's stores
-      smem.ring.consumer_wait(ring);
-      issue_scores<D>(sa, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}}, smem.k[ring.stage]);
-    }
-    if (DEFER && walked > 0) store_tile(stored, walked - 1);
+    float o[D / 2], m[2], l[2];
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
 #pragma unroll
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
+    const bool idle = SM90_PASS_IDLE && at.q0 + SM90_WG_ROWS * wg >= a.n_q;
     if (cur.blocks > 0 && idle) {
       pass_blocks<D>(smem, ring, turns, cur.blocks);
     } else if (cur.blocks > 0) {
+      const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
                                       cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
@@ -460,10 +435,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
       c.q.load(q_tile, t);
-      if (!DEFER) {
-        smem.ring.consumer_wait(ring);
-        issue_scores<D>(sa, c.q, smem.k[ring.stage]);
-      }
+      i32 sa[G::S_REGS];
+      smem.ring.consumer_wait(ring);
+      issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
         for (int j = 0; j < cur.blocks; j += 2) {
@@ -480,9 +454,12 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     }
     if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
     if (SM90_TAKE_EARLY) next = take(walked + 1);  // another slot: its latencies go under the epilogue
-    if (DEFER) stored = at;
-    else store_tile(at, walked);
+    sm90_store_output<D>(o, m, l, SM90_VSCALE_SMEM ? smem.v_scale[slot] : a.v_scale + at.bhk * D,
+                         a.out + at.tile.batch * a.o_sb + at.tile.head * a.o_sh, a.o_sn,
+                         a.lse != nullptr ? a.lse + at.bh * a.n_q : nullptr, at.warp_row0 + lane / 4, a.n_q, lane,
+                         a.flags & SM90_OUT_BF16, causal, a.shift, smem.o_stage[4 * wg + warp]);
+    if (SM90_VSCALE_SMEM) warp_release(q_empty);  // its Q and channel scales are read
+    tile_trace.stamp(walked, TILE_STORED);
     if (!SM90_TAKE_EARLY) next = take(walked + 1);
   }
-  if (DEFER && walked > 0) store_tile(stored, walked - 1);
 }
