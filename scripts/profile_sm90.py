@@ -65,10 +65,14 @@ def print_tile_walk(t, t0: int) -> None:
             if s[0] == 0 or s[4] == 0:
                 break
             begin = max(s[1], stored) if stored is not None else s[1]
-            first = s[2] if s[2] else s[3]  # a tile with no key block has no first scores
             period = s[4] - stored if stored is not None else s[4] - s[0]
-            print(f"  tile {i:2d} at {s[0] - t0:9d}  take {s[1] - s[0]:6d} | start {first - begin:5d} | "
-                  f"blocks {s[3] - first:7d} | epilogue {s[4] - s[3]:5d} | period {period:7d}")
+            if not s[2] and not s[3]:  # nothing computed: the tile has no key block, or no row of this warpgroup
+                print(f"  tile {i:2d} at {s[0] - t0:9d}  take {s[1] - s[0]:6d} | computed nothing (no key block, "
+                      f"or no row in range: its blocks passed) until stored {s[4] - begin:7d} | period {period:7d}")
+            else:
+                first = s[2] if s[2] else s[3]
+                print(f"  tile {i:2d} at {s[0] - t0:9d}  take {s[1] - s[0]:6d} | start {first - begin:5d} | "
+                      f"blocks {s[3] - first:7d} | epilogue {s[4] - s[3]:5d} | period {period:7d}")
             stored = s[4]
     producer = rows[ops_sm90.TRACE_PRODUCER]
     print("producer: slot freed | Q issued | first K/V issued | last K/V issued (from the slot's release)")
