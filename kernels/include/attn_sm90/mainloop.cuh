@@ -87,6 +87,11 @@
 #ifndef SM90_PASS_IDLE
 #define SM90_PASS_IDLE 1
 #endif
+// SM90_PASS_MASKED=1: a warpgroup computes only the key blocks its own 64 rows see and passes the tile's
+// later ones (causal tiles of 192 rows, where the first warpgroups' rows end before the tile's last block).
+#ifndef SM90_PASS_MASKED
+#define SM90_PASS_MASKED 0
+#endif
 
 struct ConsumerArgs {
   const float *q_scale, *k_scale, *v_scale;
@@ -424,13 +429,16 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
     const bool idle = SM90_PASS_IDLE && at.q0 + SM90_WG_ROWS * wg >= a.n_q;
-    if (cur.blocks > 0 && idle) {
+    const int own_blocks = SM90_PASS_MASKED ? visible_key_blocks(at.q0 + SM90_WG_ROWS * wg, SM90_WG_ROWS, a.n_q, a.n_kv,
+                                                                 causal, a.shift, G::BLOCK_KEYS)
+                                            : cur.blocks;
+    if (cur.blocks > 0 && (idle || own_blocks == 0)) {
       pass_blocks<D>(smem, ring, turns, cur.blocks);
     } else if (cur.blocks > 0) {
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
-                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
+                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, own_blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
@@ -440,9 +448,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
-        for (int j = 0; j < cur.blocks; j += 2) {
+        for (int j = 0; j < own_blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
-          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+          if (j + 1 < own_blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
@@ -450,6 +458,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
         tile_trace.stamp(walked, TILE_FIRST_SCORES);
         consume_blocks_serial(c, sa, o, m, l);
       }
+      if (SM90_PASS_MASKED && own_blocks < cur.blocks) pass_blocks<D>(smem, ring, turns, cur.blocks - own_blocks);
       tile_trace.stamp(walked, TILE_BLOCKS_DONE);
     }
     if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
