@@ -83,14 +83,11 @@
 // rows it never stores. Kernel only, same bits (EXPERIMENT_LOG seq 152, a build that also skipped the
 // epilogue, which cost the D128 comparison geometry 56 bytes of spills): D64 (192-row tiles) N16384
 // 1.015x, causal 1.021x, B8 N4096 1.024x, B32 N1024 1.060x, B16 N1000 1.054x; D128 N1088 1.015x,
-// N4099 1.007x; shapes whose N_q is a multiple of the tile unchanged.
+// N4099 1.007x; shapes whose N_q is a multiple of the tile unchanged. Passing, the same way, the blocks past
+// a warpgroup's own last visible key (causal 192-row tiles) gave causal D64 1.00-1.08x but non-causal D64
+// N16384 0.985x from the code it adds (seq 156; tree 1410d0c has SM90_PASS_MASKED); not kept.
 #ifndef SM90_PASS_IDLE
 #define SM90_PASS_IDLE 1
-#endif
-// SM90_PASS_MASKED=1: a warpgroup computes only the key blocks its own 64 rows see and passes the tile's
-// later ones (causal tiles of 192 rows, where the first warpgroups' rows end before the tile's last block).
-#ifndef SM90_PASS_MASKED
-#define SM90_PASS_MASKED 0
 #endif
 
 struct ConsumerArgs {
@@ -429,16 +426,13 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
     const bool idle = SM90_PASS_IDLE && at.q0 + SM90_WG_ROWS * wg >= a.n_q;
-    const int own_blocks = SM90_PASS_MASKED ? visible_key_blocks(at.q0 + SM90_WG_ROWS * wg, SM90_WG_ROWS, a.n_q, a.n_kv,
-                                                                 causal, a.shift, G::BLOCK_KEYS)
-                                            : cur.blocks;
-    if (cur.blocks > 0 && (idle || own_blocks == 0)) {
+    if (cur.blocks > 0 && idle) {
       pass_blocks<D>(smem, ring, turns, cur.blocks);
     } else if (cur.blocks > 0) {
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
-                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, own_blocks,
+                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
@@ -448,9 +442,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
-        for (int j = 0; j < own_blocks; j += 2) {
+        for (int j = 0; j < cur.blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
-          if (j + 1 < own_blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
@@ -458,7 +452,6 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
         tile_trace.stamp(walked, TILE_FIRST_SCORES);
         consume_blocks_serial(c, sa, o, m, l);
       }
-      if (SM90_PASS_MASKED && own_blocks < cur.blocks) pass_blocks<D>(smem, ring, turns, cur.blocks - own_blocks);
       tile_trace.stamp(walked, TILE_BLOCKS_DONE);
     }
     if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
