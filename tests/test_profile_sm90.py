@@ -12,12 +12,10 @@ _spec = importlib.util.spec_from_file_location("profile_sm90", _PATH)
 profile = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(profile)
 
-# trace.cuh's tile points: wait, taken, first scores, blocks done, stored
-WAIT, TAKEN, FIRST, DONE, STORED = range(5)
-
 
 def _walk(capsys, tiles: list[list[int]]) -> list[str]:
-    """The tile lines print_tile_walk prints for consumer warpgroup 0, warp 0 walking ``tiles``."""
+    """The tile lines print_tile_walk prints for consumer warpgroup 0, warp 0 walking ``tiles`` (each tile's
+    trace.cuh points: wait, taken, first scores, blocks done, stored)."""
     trace = torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int64)
     for i, points in enumerate(tiles):
         trace[0, ops_sm90.TRACE_BLOCKS + i, :5] = torch.tensor(points)

@@ -80,12 +80,12 @@
 // A consumer warpgroup whose 64 rows all lie at or past N_q (in a head's last tile when N_q is not a
 // multiple of the tile's rows) computes nothing with SM90_PASS_IDLE=1 (the default): it takes each
 // block's stage and turn only to hand them on (pass_blocks); its epilogue stores no row. 0: it computes
-// rows it never stores. Kernel only, same bits (EXPERIMENT_LOG seq 152, a build that also skipped the
-// epilogue, which cost the D128 comparison geometry 56 bytes of spills): D64 (192-row tiles) N16384
-// 1.015x, causal 1.021x, B8 N4096 1.024x, B32 N1024 1.060x, B16 N1000 1.054x; D128 N1088 1.015x,
-// N4099 1.007x; shapes whose N_q is a multiple of the tile unchanged. Passing, the same way, the blocks past
-// a warpgroup's own last visible key (causal 192-row tiles) gave causal D64 1.00-1.08x but non-causal D64
-// N16384 0.985x from the code it adds (seq 156; tree 1410d0c has SM90_PASS_MASKED); not kept.
+// rows it never stores. Kernel only, same bits (EXPERIMENT_LOG seq 152): D64 (192-row tiles) N16384
+// 1.016x, causal 1.031x, B8 N4096 1.023x, B32 N1024 1.058x, B16 N1000 1.050x; D128 N1088 1.010x,
+// N4099 1.015x; shapes whose N_q is a multiple of the tile unchanged. Skipping the idle epilogue as well
+// measured the same and cost the D128 comparison geometry 56 bytes of spills. Passing, the same way, the
+// blocks past a warpgroup's own last visible key (causal 192-row tiles) gave causal D64 1.00-1.08x but
+// non-causal D64 N16384 0.985x from the code it adds (seq 156; tree 1410d0c has SM90_PASS_MASKED); not kept.
 #ifndef SM90_PASS_IDLE
 #define SM90_PASS_IDLE 1
 #endif
