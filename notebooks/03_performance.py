@@ -140,6 +140,22 @@ else:
     display(Markdown("No bench document measured now or recorded (`data/results/`) covers a target's case."))
 
 # %% [markdown]
+# ## How the targets moved, recording by recording
+# Every bench document recorded in `data/results/` that measured a target's case, oldest first
+# (`sagelib targets --history`): each target's measured figure as a share of its goal. The
+# notebook's own GPU runs are among them (a `gpu-run-*-performance` file measures fewer cases,
+# with fewer timed calls), so the lines show drift between runs as well as changes of the kernels.
+
+# %%
+recordings = targets.history(bench_records.resolve(recorded_dir))
+if recordings:
+    print(targets.format_history(recordings))
+    results.figure(bench_plots.target_history(recordings, "Each target as a share of its goal, recording by "
+                                              "recording (RECORDED)"), "target_history")
+else:
+    display(Markdown("No recorded bench document in `data/results/` measured a target's case."))
+
+# %% [markdown]
 # ## Against the card's ceilings
 # The int8 GEMM bounds Q·Kᵀ, the fp8 GEMM bounds P·V, the bf16 GEMM bounds the fp16 peers.
 # An attention kernel also spends time on softmax, so the GEMM rate is a ceiling, not a target.

@@ -233,3 +233,28 @@ def target_bars(statuses: list, title: str):
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def target_history(recordings: list, title: str):
+    """Each target's measured / goal in every recording (:func:`sagelib.targets.history`), oldest first: one line
+    per target through the recordings that measured it; filled markers where it was met; dashed: the goal."""
+    fig, ax = plt.subplots(figsize=(12, 4.8))
+    shown = [1.0]
+    if recordings:
+        for k, first in enumerate(recordings[0].statuses):
+            points = [(i, r.statuses[k]) for i, r in enumerate(recordings) if r.statuses[k].met is not None]
+            xs = [i for i, _ in points]
+            ys = [s.measured / s.goal for _, s in points]
+            shown += ys
+            line, = ax.plot(xs, ys, linewidth=1.2, label=f"issue {first.target.issue}: {first.target.short}")
+            ax.scatter(xs, ys, s=18, zorder=3, edgecolors=line.get_color(),
+                       facecolors=[line.get_color() if s.met else "white" for _, s in points])
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
+    ax.set_ylim(min(shown) - 0.15, max(shown) + 0.05)  # room below the lines for the legend
+    labels = [f"{r.created_utc[5:16].replace('T', ' ')} {r.tree[:7]}" for r in recordings]
+    ax.set_xticks(range(len(recordings)), labels, rotation=70, fontsize=6, ha="right")
+    ax.set_ylabel("measured / goal (dashed: the goal; filled: met)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    fig.tight_layout()
+    return fig

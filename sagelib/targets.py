@@ -37,22 +37,24 @@ class Target:
     kind: str
     goal: float = 0.0
     peer: str = ""
+    short: str = ""  #: a column heading for the history table (:func:`format_history`)
 
 
 TARGETS: tuple[Target, ...] = (
     Target(4, "portable kernel, D128 N16384, end to end", "cuda-per-warp-fp16", "end_to_end", "2:32:16384:128", False,
-           "tops", 550.0),
-    Target(4, "quantizers together, D128 N16384", "", "", "2:32:16384:128", False, "copy_share", 0.70),
+           "tops", 550.0, short="portable"),
+    Target(4, "quantizers together, D128 N16384", "", "", "2:32:16384:128", False, "copy_share", 0.70,
+           short="quantizers"),
     Target(6, "Hopper kernel, D128 N16384, end to end", "cuda-sm90", "end_to_end", "2:32:16384:128", False,
-           "tops", 1000.0),
+           "tops", 1000.0, short="D128"),
     Target(6, "Hopper kernel, D128 N16384 causal, end to end", "cuda-sm90", "end_to_end", "2:32:16384:128", True,
-           "tops", 900.0),
+           "tops", 900.0, short="causal"),
     Target(6, "Hopper kernel, D64 N16384, end to end", "cuda-sm90", "end_to_end", "2:32:16384:64", False,
-           "tops", 650.0),
+           "tops", 650.0, short="D64"),
     Target(6, "Hopper kernel, N1024 B32 D128, end to end", "cuda-sm90", "end_to_end", "32:32:1024:128", False,
-           "peer", peer="sdpa-cudnn"),
+           "peer", peer="sdpa-cudnn", short="N1024"),
     Target(6, "Hopper kernel, D128 N16384, kernel only", "cuda-sm90", "kernel_only", "2:32:16384:128", False,
-           "above_tops", SAGE2_SM90_KERNEL_ONLY_TOPS),
+           "above_tops", SAGE2_SM90_KERNEL_ONLY_TOPS, short="kernel only"),
 )
 
 
@@ -153,6 +155,48 @@ def format_table(statuses: list[Status]) -> str:
         status += f" ({s.note})" if s.note else ""
         measured = shown(s.measured, s.goal)
         lines.append(f"{s.target.issue:<6} {s.target.name:<48} {measured:>10} {goal_text:>22}  {status}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """Where the targets stood in one recorded bench document (:func:`history`)."""
+
+    path: Path
+    created_utc: str
+    tree: str  #: the source tree the document names ("" when it names none)
+    statuses: tuple[Status, ...]
+
+
+def history(directory: str | Path | None = None, targets: tuple[Target, ...] = TARGETS) -> list[Recording]:
+    """Every recorded bench document that measured at least one target's case, oldest first (by created_utc):
+    how the targets moved from recording to recording."""
+    from sagelib import bench_records
+
+    found = bench_records.load_all(bench_records.RESULTS_DIR if directory is None else directory)
+    recordings = []
+    for document, path in found:
+        statuses = tuple(evaluate(document, targets))
+        if any(s.met is not None for s in statuses):
+            tree = str((document.get("environment") or {}).get("git_commit") or "")[:12]
+            recordings.append(Recording(path, str(document.get("created_utc", "")), tree, statuses))
+    return recordings
+
+
+def format_history(recordings: list[Recording]) -> str:
+    """One row per recording: when (UTC), which tree, each target's measured figure as a share of its goal (with *
+    where it was met, - where the document did not measure it), and the file."""
+    if not recordings:
+        return "no recorded bench document measured a target's case"
+    columns = [s.target.short or f"{s.target.issue}:{i}" for i, s in enumerate(recordings[0].statuses)]
+    width = max(8, *(len(c) for c in columns))
+    lines = ["each target's measured figure as a share of its goal; * met, - not measured",
+             f"{'recorded (UTC)':<17} {'tree':<12} " + " ".join(f"{c:>{width}}" for c in columns) + "  file"]
+    for r in recordings:
+        cells = ["-" if s.met is None else distinct(s.measured / s.goal, 1.0, True) + ("*" if s.met else " ")
+                 for s in r.statuses]
+        lines.append(f"{r.created_utc[:16].replace('T', ' '):<17} {r.tree or '?':<12} "
+                     + " ".join(f"{c:>{width}}" for c in cells) + f"  {r.path.name}")
     return "\n".join(lines)
 
 

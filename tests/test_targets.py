@@ -157,3 +157,57 @@ def test_the_chart_labels_a_near_miss_with_the_digits_that_tell_it_from_the_goal
     assert "0.9996x (999.6 of 1000)" in texts
     assert "0.98x (640 of 650)" in texts  # a clear miss keeps two decimals and whole TOPS
 
+
+
+def _recordings(tmp_path):
+    """Two documents in a results folder, named against their time order, and one that measured no target's case."""
+    older = _document("2026-11-01T09:00:00Z", portable=440.0)
+    newer = _document("2026-11-02T10:30:00Z", d128=1010.0)
+    newer["environment"]["git_commit"] = "def5678ffffffffff"
+    del newer["records"][0]  # the portable case not measured
+    unrelated = _document("2026-11-03T00:00:00Z")
+    unrelated["records"], unrelated["quantizers"] = [], {}
+    for name, doc in (("b-bench-old.json", older), ("a-bench-new.json", newer),
+                      ("c-bench-none.json", unrelated)):
+        (tmp_path / name).write_text(json.dumps(doc))
+    return targets.history(tmp_path)
+
+
+def test_the_history_lists_each_recording_that_measured_a_target_oldest_first(tmp_path):
+    recordings = _recordings(tmp_path)
+    assert [r.path.name for r in recordings] == ["b-bench-old.json", "a-bench-new.json"]
+    assert [r.tree for r in recordings] == ["abc1234", "def5678fffff"]
+    portable = [r.statuses[0] for r in recordings]
+    assert (portable[0].measured, portable[1].met) == (440.0, None)
+    lines = targets.format_history(recordings).splitlines()
+    assert lines[1].split()[:4] == ["recorded", "(UTC)", "tree", "portable"] and lines[1].endswith("file")
+    # portable 440 of 550 is 80.0%, missed; the quantizers 3.2 of 4.0 TB/s are 80% of the copy, 114.3% of 70%
+    assert lines[2].split()[:5] == ["2026-11-01", "09:00", "abc1234", "80.0%", "114.3%*"]
+    assert lines[3].split()[:5] == ["2026-11-02", "10:30", "def5678fffff", "-", "114.3%*"]
+    assert "101.0%*" in lines[3] and lines[3].endswith("a-bench-new.json")
+    assert targets.format_history([]) == "no recorded bench document measured a target's case"
+
+
+def test_the_history_chart_draws_a_line_per_target_filled_where_met(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from sagelib import bench_plots
+
+    recordings = _recordings(tmp_path)
+    ax = bench_plots.target_history(recordings, "test").axes[0]
+    lines = [line for line in ax.get_lines() if line.get_linestyle() == "-"]
+    assert [line.get_label() for line in lines] == [f"issue {t.issue}: {t.short}" for t in targets.TARGETS]
+    assert list(lines[0].get_xdata()) == [0]  # the portable case: only the older recording measured it
+    d128, d64 = ax.collections[2], ax.collections[4]  # markers: D128 met in both (1010), D64 missed (640)
+    assert [tuple(c) for c in d128.get_facecolors()] == [tuple(d128.get_edgecolors()[0])] * 2
+    assert [tuple(c) for c in d64.get_facecolors()] == [(1.0, 1.0, 1.0, 1.0)] * 2
+
+
+def test_the_command_prints_the_history_and_refuses_a_single_document_flag(capsys):
+    assert cli.main(["targets", "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "2026-11-30-nvidia-h200-bench-6457603.json" in out  # a committed recording
+    for extra in (["--from", "x.json"], ["--strict"]):
+        assert cli.main(["targets", "--history", *extra]) == 2
+        assert "--history reads every recording" in capsys.readouterr().err
