@@ -48,7 +48,9 @@ struct Sm90Smem {
 // a 1024-byte boundary (the swizzle atoms are counted from there).
 #define SM90_SMEM_ALIGN 1024
 
-template <int D, int STAGES, int CONSUMERS, int BLOCK_KEYS>
+// CAUSAL_ONLY: an instance for causal calls alone (the host launches it only with the causal flag), where a
+// warpgroup computes just the key blocks its own rows see (mainloop.cuh consume); false serves every call.
+template <int D, int STAGES, int CONSUMERS, int BLOCK_KEYS, bool CAUSAL_ONLY = false>
 __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 1) attn_sm90_kernel(
     const __grid_constant__ TensorMap q_map, const __grid_constant__ TensorMap k_map,
     const __grid_constant__ TensorMap v_map, const float *__restrict__ q_scale, const float *__restrict__ k_scale,
@@ -79,7 +81,7 @@ __global__ void __launch_bounds__(Sm90Geometry<CONSUMERS, BLOCK_KEYS>::THREADS, 
     return;
   }
   warpgroup_regs_claim<G::CONSUMER_REGS>();
-  consume<D, STAGES>(smem, tiles,
+  consume<D, STAGES, CAUSAL_ONLY>(smem, tiles,
                      ConsumerArgs{q_scale, k_scale, v_scale, out, o_sb, o_sh, o_sn, lse, n_q, n_kv, heads_kv, q_groups,
                                   k_groups, flags, causal_shift, sm_scale_log2e, trace});
 }

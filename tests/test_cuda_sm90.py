@@ -337,3 +337,26 @@ def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
         sweep.main(["--rounds", "0"])
     assert exit_info.value.code == 2
     assert "--rounds: expected a whole number of 1 or more, got 0" in capsys.readouterr().err
+
+
+def test_a_causal_call_takes_the_causal_instance_where_one_is_built():
+    from types import SimpleNamespace
+
+    from sagelib.cuda import instances
+
+    def call(head_dim, causal):
+        return SimpleNamespace(q_int8=torch.empty(1, 1, 1, head_dim), causal=causal)
+
+    d64, d128 = ops_sm90.geometry_for(None, 64), ops_sm90.geometry_for(None, 128)
+    assert ops_sm90.kernel_instance(call(64, True), 6, d64) == "attn_sm90_kernel<64, 6, 3, 128, true>"
+    assert ops_sm90.kernel_instance(call(64, False), 6, d64) == "attn_sm90_kernel<64, 6, 3, 128, false>"
+    # 128-row tiles on 128-key blocks: every warpgroup sees the tile's blocks, so there is no causal instance
+    assert ops_sm90.kernel_instance(call(128, True), 4, d128) == "attn_sm90_kernel<128, 4, 2, 128, false>"
+    assert ops_sm90.kernel_instance(call(64, True), 6, d64, causal_instance=False).endswith("false>")
+    for head_dim, causal, geometry in ((64, False, d64), (128, True, d128)):
+        with pytest.raises(ValueError, match="causal_instance: True needs a causal call in a geometry with a causal"):
+            ops_sm90.kernel_instance(call(head_dim, causal), 6, geometry, causal_instance=True)
+    # what the launcher can pick is what `sagelib kernels check` compiles and `kernels build` caches
+    built = instances.INSTANCES["attn_sm90.cu"]
+    assert "attn_sm90_kernel<64, 6, 3, 128, true>" in built and "attn_sm90_kernel<64, 6, 3, 128, false>" in built
+    assert sum(name.endswith("true>") for name in built) == len(instances.SM90_CAUSAL_ONLY)

@@ -23,8 +23,9 @@ def attn_mma(head_dim: int, pv_fp16: bool) -> str:
     return f"attn_mma_kernel<{head_dim}, {_b(pv_fp16)}>"
 
 
-def attn_sm90(head_dim: int, stages: int, consumers: int = 2, block_keys: int = 128) -> str:
-    return f"attn_sm90_kernel<{head_dim}, {stages}, {consumers}, {block_keys}>"
+def attn_sm90(head_dim: int, stages: int, consumers: int = 2, block_keys: int = 128, causal_only: bool = False) -> str:
+    # every argument spelled out, CAUSAL_ONLY too: the name is then the demangled one `sagelib kernels check` reports
+    return f"attn_sm90_kernel<{head_dim}, {stages}, {consumers}, {block_keys}, {_b(causal_only)}>"
 
 
 HEAD_DIMS = (64, 128)
@@ -35,6 +36,9 @@ HEAD_DIMS = (64, 128)
 #: stay buildable for comparison, not built by `sagelib kernels check`.
 SM90_STAGES = {(128, 2, 128): 4, (64, 3, 128): 6, (64, 3, 64): 8, (128, 3, 64): 6}
 SM90_COMPARISON_STAGES = {(64, 2, 128): 6}
+#: geometries (head_dim, consumers, block_keys) with a second instance for causal calls (CAUSAL_ONLY): where a
+#: tile's rows (64 * consumers) outnumber a block's keys, its first warpgroups see fewer blocks than the tile
+SM90_CAUSAL_ONLY = {(64, 3, 128)}
 
 INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
@@ -49,7 +53,9 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     # ... and beside another warpgroup's wgmma batches and fold (scripts/microbench_softmax.py --beside)
     "microbench_softmax_beside.cu": ("bench_sm90_softmax_beside", "bench_sm90_two_softmaxes_beside"),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
-    "attn_sm90.cu": tuple(attn_sm90(d, stages, c, keys) for (d, c, keys), stages in SM90_STAGES.items()),
+    "attn_sm90.cu": tuple(attn_sm90(d, stages, c, keys, causal_only)
+                          for (d, c, keys), stages in SM90_STAGES.items()
+                          for causal_only in (False, True) if not causal_only or (d, c, keys) in SM90_CAUSAL_ONLY),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
 

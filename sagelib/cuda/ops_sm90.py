@@ -159,9 +159,24 @@ def tensor_maps(p: PreparedAttention, geometry: Geometry):
     return q_map, k_map, v_map
 
 
+def kernel_instance(p: PreparedAttention, stages: int, geometry: Geometry, causal_instance: bool | None = None) -> str:
+    """The attn_sm90_kernel instance a call runs: the causal-only one (CAUSAL_ONLY, instances.SM90_CAUSAL_ONLY)
+    for a causal call in a geometry that has one, else the one for every call. ``causal_instance`` (experiments)
+    forces the choice: False takes the general instance, True the causal one, which only a causal call may."""
+    width = p.q_int8.shape[-1]
+    built = (width, geometry.consumers, geometry.block_keys)
+    has_causal = built in instances.SM90_CAUSAL_ONLY
+    if causal_instance and not (p.causal and has_causal):
+        raise ValueError(f"causal_instance: True needs a causal call in a geometry with a causal instance "
+                         f"({sorted(instances.SM90_CAUSAL_ONLY)} as (head_dim, consumers, block_keys)); this call is "
+                         f"{'causal' if p.causal else 'not causal'} at {built}: pass None to let the call choose")
+    causal_only = p.causal and has_causal if causal_instance is None else causal_instance
+    return instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys, causal_only)
+
+
 def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | None = None,
                   build_options: tuple[str, ...] = (), trace: torch.Tensor | None = None, cta_k: int | None = None,
-                  geometry: Geometry | None = None):
+                  geometry: Geometry | None = None, causal_instance: bool | None = None):
     """Stages 3-7: the sm_90a kernel on operands prepared by :func:`prepare`.
 
     ``cta_k`` (None or 64) and the head dim pick the geometry (:func:`geometry_for`): the output is
@@ -172,7 +187,8 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     ``$SAGELIB_SM90_OPTIONS`` (:func:`environment_options`); with
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
     of ``kernels/include/attn_sm90/trace.cuh``. ``geometry`` (experiments) builds another
-    Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``.
+    Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``; ``causal_instance``
+    (experiments) forces the kernel instance (:func:`kernel_instance`).
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
@@ -189,8 +205,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
     tiles = -(-n_q // geometry.cta_q) * h_q * b
     options = (*environment_options(), *build_options)
-    instance = instances.attn_sm90(width, stages, geometry.consumers, geometry.block_keys)
-    fn = load_function("attn_sm90.cu", instance, ARCH, options=options)
+    fn = load_function("attn_sm90.cu", kernel_instance(p, stages, geometry, causal_instance), ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
            (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd,

@@ -83,9 +83,11 @@
 // rows it never stores. Kernel only, same bits (EXPERIMENT_LOG seq 152): D64 (192-row tiles) N16384
 // 1.016x, causal 1.031x, B8 N4096 1.023x, B32 N1024 1.058x, B16 N1000 1.050x; D128 N1088 1.010x,
 // N4099 1.015x; shapes whose N_q is a multiple of the tile unchanged. Skipping the idle epilogue as well
-// measured the same and cost the D128 comparison geometry 56 bytes of spills. Passing, the same way, the
-// blocks past a warpgroup's own last visible key (causal 192-row tiles) gave causal D64 1.00-1.08x but
-// non-causal D64 N16384 0.985x from the code it adds (seq 156; tree 1410d0c has SM90_PASS_MASKED); not kept.
+// measured the same and cost the D128 comparison geometry 56 bytes of spills.
+// In a causal tile of 192 rows on 128-key blocks (head_dim 64) the tile's block count follows its last row,
+// so the first warpgroups compute a last block whose scores they all mask. Passing those blocks the same way
+// gave causal D64 1.00-1.08x, but the code it adds cost non-causal D64 N16384 0.985x (seq 156; tree 1410d0c
+// has SM90_PASS_MASKED), so it lives in an instance of its own, built for causal calls (CAUSAL_ONLY).
 #ifndef SM90_PASS_IDLE
 #define SM90_PASS_IDLE 1
 #endif
@@ -392,7 +394,9 @@ SAGE_DEVICE void pass_blocks(Smem &smem, RingPosition<STAGES> &ring, const PingP
   }
 }
 
-template <int D, int STAGES, typename Smem>
+// CAUSAL_ONLY (the instance serves causal calls alone): a warpgroup computes only the key blocks its own
+// 64 rows see and passes the tile's later ones.
+template <int D, int STAGES, bool CAUSAL_ONLY, typename Smem>
 SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry> &tiles, const ConsumerArgs &a) {
   using G = typename Smem::Geometry;
   const int wg = warpgroup_index() - 1;  // 0 .. G::CONSUMERS - 1
@@ -426,13 +430,16 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
     for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
 
     const bool idle = SM90_PASS_IDLE && at.q0 + SM90_WG_ROWS * wg >= a.n_q;
-    if (cur.blocks > 0 && idle) {
+    const int own_blocks = CAUSAL_ONLY ? visible_key_blocks(at.q0 + SM90_WG_ROWS * wg, SM90_WG_ROWS, a.n_q, a.n_kv,
+                                                            true, a.shift, G::BLOCK_KEYS)
+                                       : cur.blocks;
+    if (cur.blocks > 0 && (idle || own_blocks == 0)) {
       pass_blocks<D>(smem, ring, turns, cur.blocks);
     } else if (cur.blocks > 0) {
       const u8 *q_tile = smem.q[slot] + SM90_WG_ROWS * wg * D;
       BlockContext<D, STAGES, Smem> c{smem, ring, turns, QOperand<D>{wgmma_desc_k_major<D>(q_tile), {}},
                                       thread_k_scales(a, at.bhk, lane), a.flags & SM90_PER_THREAD ? 4 : 1,
-                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, cur.blocks,
+                                      cur.q_scale * a.sm_scale_log2e, cur.k_scale0, own_blocks,
                                       unmasked_key_blocks(G::BLOCK_KEYS, a.n_kv, causal, at.warp_row0, a.shift),
                                       at.warp_row0, lane, a.n_kv, a.shift, causal,
                                       Tracer{walked == 0 ? trace_warp : nullptr}};
@@ -442,9 +449,9 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
       issue_scores<D>(sa, c.q, smem.k[ring.stage]);
       if constexpr (SM90_OVERLAP_QK(D)) {
         i32 sb[G::S_REGS];
-        for (int j = 0; j < cur.blocks; j += 2) {
+        for (int j = 0; j < own_blocks; j += 2) {
           consume_block_overlapped(c, j, sa, sb, o, m, l);
-          if (j + 1 < cur.blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
+          if (j + 1 < own_blocks) consume_block_overlapped(c, j + 1, sb, sa, o, m, l);
         }
       } else {
         wgmma_wait<0>();
@@ -452,6 +459,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
         tile_trace.stamp(walked, TILE_FIRST_SCORES);
         consume_blocks_serial(c, sa, o, m, l);
       }
+      if (CAUSAL_ONLY && own_blocks < cur.blocks) pass_blocks<D>(smem, ring, turns, cur.blocks - own_blocks);
       tile_trace.stamp(walked, TILE_BLOCKS_DONE);
     }
     if (!SM90_VSCALE_SMEM) warp_release(q_empty);  // every Q.K^T of this tile has completed
