@@ -91,12 +91,9 @@ def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
         for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
             # the causal-only instance too where the geometry has one: causal shapes run it (ops_sm90.kernel_instance)
-            has_causal = (d, g.consumers, g.block_keys) in instances.SM90_CAUSAL_ONLY
-            for causal_only in ((False, True) if has_causal else (False,)):
-                instance = instances.attn_sm90(d, check_stages(d, stages, g), g.consumers, g.block_keys, causal_only)
+            for instance in instances.attn_sm90_built(d, check_stages(d, stages, g), g.consumers, g.block_keys):
                 built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
-                print(f"d{d} {name} stages={stages}{' causal-only' if causal_only else ''}: "
-                      f"{'cached' if built.from_cache else 'compiled'}")
+                print(f"d{d} {name} stages={stages} {instance}: {'cached' if built.from_cache else 'compiled'}")
 
 
 def main(argv=None) -> int:

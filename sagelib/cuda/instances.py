@@ -40,6 +40,13 @@ SM90_COMPARISON_STAGES = {(64, 2, 128): 6}
 #: tile's rows (64 * consumers) outnumber a block's keys, its first warpgroups see fewer blocks than the tile
 SM90_CAUSAL_ONLY = {(64, 3, 128)}
 
+
+def attn_sm90_built(head_dim: int, stages: int, consumers: int, block_keys: int) -> tuple[str, ...]:
+    """Every instance of one geometry: the general one, and the causal-only one where SM90_CAUSAL_ONLY has it."""
+    causal = (head_dim, consumers, block_keys) in SM90_CAUSAL_ONLY
+    return tuple(attn_sm90(head_dim, stages, consumers, block_keys, c) for c in ((False, True) if causal else (False,)))
+
+
 INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "quant_kv.cu": tuple(quant_kv(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
@@ -53,9 +60,8 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     # ... and beside another warpgroup's wgmma batches and fold (scripts/microbench_softmax.py --beside)
     "microbench_softmax_beside.cu": ("bench_sm90_softmax_beside", "bench_sm90_two_softmaxes_beside"),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
-    "attn_sm90.cu": tuple(attn_sm90(d, stages, c, keys, causal_only)
-                          for (d, c, keys), stages in SM90_STAGES.items()
-                          for causal_only in (False, True) if not causal_only or (d, c, keys) in SM90_CAUSAL_ONLY),
+    "attn_sm90.cu": tuple(name for (d, c, keys), stages in SM90_STAGES.items()
+                          for name in attn_sm90_built(d, stages, c, keys)),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
 
