@@ -11,6 +11,7 @@ recent recording with a banner that says when, on what card, from which commit.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,20 @@ def save(document: dict, directory: str | Path = RESULTS_DIR, *, stem: str = "be
     created = document.get("created_utc") or utc_stamp()
     card = (document.get("device") or {}).get("name", "unknown")
     return write_json(document, directory / f"{created[:10]}-{_slug(card)}-{stem}.json")
+
+
+def finite_only(value):
+    """``value`` (a JSON-shaped document) with every NaN or infinite float replaced by None, and how many were:
+    for documents whose figures may come from a broken build (an ablation's output), which strict JSON refuses."""
+    if isinstance(value, float):
+        return (value, 0) if math.isfinite(value) else (None, 1)
+    if isinstance(value, dict):
+        pairs = [(key, finite_only(item)) for key, item in value.items()]
+        return {key: item for key, (item, _) in pairs}, sum(n for _, (_, n) in pairs)
+    if isinstance(value, (list, tuple)):
+        items = [finite_only(item) for item in value]
+        return [item for item, _ in items], sum(n for _, n in items)
+    return value, 0
 
 
 def write_json(document: dict, path: str | Path) -> Path:

@@ -21,7 +21,6 @@ clock and power it ran at, e.g. what each leave-one-out build saves in energy:
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
@@ -199,16 +198,18 @@ def main(argv=None) -> int:
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
-        from sagelib import bench, sweep_records
+        from sagelib import bench, bench_records, sweep_records
         from sagelib.datafile import utc_stamp
 
         created = utc_stamp()
-        with open(args.out, "w") as f:
-            json.dump({"schema": sweep_records.SCHEMA, "date": created[:10], "created_utc": created,
-                       "device": bench.device_summary(torch.device("cuda")),
-                       "command": "python3 scripts/sweep_sm90.py "
-                                  + " ".join(argv if argv is not None else sys.argv[1:]),
-                       "rows": rows}, f, indent=1)
+        document, nonfinite = bench_records.finite_only(
+            {"schema": sweep_records.SCHEMA, "date": created[:10], "created_utc": created,
+             "device": bench.device_summary(torch.device("cuda")),
+             "command": "python3 scripts/sweep_sm90.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+             "rows": rows})
+        if nonfinite:
+            print(f"--out: {nonfinite} NaN or infinite figure(s) written as null", file=sys.stderr)
+        bench_records.write_json(document, args.out)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sagelib import bench, bench_records
@@ -82,3 +84,17 @@ def test_newest_file_is_the_last_dated_name_of_its_stem(tmp_path):
         (tmp_path / name).write_text("")
     assert bench_records.newest_file("x-trace", ".txt", tmp_path).name == "2026-11-30-card-x-trace.txt"
     assert bench_records.newest_file("missing", ".txt", tmp_path) is None
+
+
+def test_finite_only_nulls_nan_and_inf_so_the_strict_writer_keeps_the_document(tmp_path):
+    rows = [{"variant": "default", "rel_l1_to_default": 0.0, "round_ms": [1.5, 1.25]},
+            {"variant": "no-exp2", "rel_l1_to_default": float("nan"), "round_ms": [float("inf"), 1.0]}]
+    with pytest.raises(ValueError):  # what the sweep's --out met before: strict JSON refuses NaN
+        bench_records.write_json({"rows": rows}, tmp_path / "strict.json")
+    document, replaced = bench_records.finite_only({"rows": rows, "name": "sweep", "n": 3, "ok": True})
+    assert replaced == 2
+    assert document["rows"][1] == {"variant": "no-exp2", "rel_l1_to_default": None, "round_ms": [None, 1.0]}
+    assert document["rows"][0] == rows[0] and (document["name"], document["n"], document["ok"]) == ("sweep", 3, True)
+    assert rows[1]["round_ms"][0] == float("inf")  # the input is left as it was
+    path = bench_records.write_json(document, tmp_path / "sweep.json")
+    assert json.loads(path.read_text())["rows"][1]["rel_l1_to_default"] is None
