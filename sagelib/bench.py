@@ -34,7 +34,7 @@ import math
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
@@ -598,10 +598,14 @@ def validate_document(document: Any) -> None:
 # --------------------------------------------------------------------------- tables
 
 
+def shape_case(shape: Shape, causal: bool) -> tuple:
+    """The case of ``shape`` run causal or not, as :func:`case_key` identifies a record's."""
+    return (*astuple(shape), causal)
+
+
 def case_key(record: dict) -> tuple:
     """What identifies a record's case across backends and modes: (batch, heads, seq_q, seq_kv, head_dim, causal)."""
-    s = record["shape"]
-    return (s["batch"], s["heads"], s["seq_q"], s["seq_kv"], s["head_dim"], record["causal"])
+    return shape_case(Shape(**record["shape"]), record["causal"])
 
 
 def peer_ratios(records: Sequence[dict], peers: Sequence[str] = PEERS) -> list[dict]:

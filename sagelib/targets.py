@@ -80,8 +80,7 @@ class Status:
 
 
 def _tops(document: dict, backend: str, mode: str, shape: str, causal: bool) -> float | None:
-    want = bench.parse_shape(shape)
-    case = (want.batch, want.heads, want.seq_q, want.seq_kv, want.head_dim, causal)
+    case = bench.shape_case(bench.parse_shape(shape), causal)
     for record in document.get("records", []):
         if (record.get("backend"), record.get("mode")) == (backend, mode) and record.get("tops") \
                 and record.get("dtype", "fp16") == "fp16" and bench.case_key(record) == case:
@@ -158,6 +157,11 @@ def format_table(statuses: list[Status]) -> str:
     return "\n".join(lines)
 
 
+def source_tree(document: dict) -> str:
+    """The source tree a bench document names (its environment's git commit, 12 characters); "" when none."""
+    return str((document.get("environment") or {}).get("git_commit") or "")[:12]
+
+
 @dataclass(frozen=True)
 class Recording:
     """Where the targets stood in one recorded bench document (:func:`history`)."""
@@ -178,8 +182,7 @@ def history(directory: str | Path | None = None, targets: tuple[Target, ...] = T
     for document, path in found:
         statuses = tuple(evaluate(document, targets))
         if any(s.met is not None for s in statuses):
-            tree = str((document.get("environment") or {}).get("git_commit") or "")[:12]
-            recordings.append(Recording(path, str(document.get("created_utc", "")), tree, statuses))
+            recordings.append(Recording(path, str(document.get("created_utc", "")), source_tree(document), statuses))
     return recordings
 
 

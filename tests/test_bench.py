@@ -319,6 +319,14 @@ def test_validate_document_names_what_is_broken():
         bench.validate_document(_doc([bad_mode]))
 
 
+def test_a_parsed_shape_names_the_same_case_as_a_record_of_it():
+    record = _record("cuda", 900.0, n=1024, causal=True)
+    assert bench.case_key(record) == (8, 32, 1024, 1024, 128, True)
+    assert bench.shape_case(bench.parse_shape("8:32:1024:128"), True) == bench.case_key(record)
+    assert bench.shape_case(bench.parse_shape("8:32:1024:128"), False) != bench.case_key(record)
+    assert bench.shape_case(bench.parse_shape("8:32:1024:2048:128"), True) != bench.case_key(record)
+
+
 def test_peer_ratios_and_ceiling_fractions():
     records = [_record("sdpa-flash", 300.0), _record("sdpa-cudnn", 600.0), _record("cuda", 900.0),
                _record("cuda", 1200.0, mode="kernel_only"), _record("cuda", 450.0, n=1024)]

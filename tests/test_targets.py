@@ -114,6 +114,12 @@ def test_the_command_prints_the_table_and_strict_fails_on_a_miss(tmp_path, capsy
     met = tmp_path / "met.json"
     met.write_text(json.dumps(_document(portable=560.0, causal=900.0, d64=650.0, n1024=600.0)))
     assert cli.main(["targets", "--from", str(met), "--strict"]) == 0
+    capsys.readouterr()
+    unnamed = _document()
+    del unnamed["environment"]["git_commit"]
+    source.write_text(json.dumps(unnamed))
+    assert cli.main(["targets", "--from", str(source)]) == 0
+    assert capsys.readouterr().out.startswith(f"{source} (Test GPU, 2026-11-30T00:00:00Z, tree unknown)")
 
 
 def test_the_command_refuses_a_file_that_is_not_a_bench_document(tmp_path, capsys):

@@ -58,8 +58,8 @@ def run(args) -> int:
             raise UsageError("no recorded bench document in data/results measured any target's case; run "
                              "`python3 scripts/bench_cuda.py --out DIR` on an H200 and pass DIR/bench.json with --from")
     device = (document.get("device") or {}).get("name", "unknown device")
-    commit = (document.get("environment") or {}).get("git_commit", "unknown commit")
-    print(f"{path} ({device}, {document.get('created_utc', 'undated')}, tree {str(commit)[:12]})")
+    tree = targets.source_tree(document) or "unknown"
+    print(f"{path} ({device}, {document.get('created_utc', 'undated')}, tree {tree})")
     statuses = targets.evaluate(document)
     print(targets.format_table(statuses))
     return 1 if args.strict and not all(s.met for s in statuses) else 0
