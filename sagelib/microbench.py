@@ -80,11 +80,9 @@ class Rate:
 def unavailable_reason() -> str | None:
     if not torch.cuda.is_available():
         return "no CUDA GPU on this machine: nothing measured"
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return "CuPy is not installed: pip install -e '.[cuda13]' (or .[cuda12])"
-    return None
+    from sagelib.cuda import cupy_missing_reason
+
+    return cupy_missing_reason()
 
 
 def pv_microbench(capability: tuple[int, int]) -> str:

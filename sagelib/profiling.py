@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib
 import io
 import os
 import re
@@ -480,7 +481,7 @@ def ptxas_table(files=None, archs=None) -> dict:
 def ptxas_unavailable_reason() -> str | None:
     """None when the ptxas table can be made here; otherwise what is missing."""
     try:
-        from sagelib.cuda import check  # noqa: F401
+        importlib.import_module("sagelib.cuda.check")
     except ImportError as exc:
         return f"sagelib.cuda.check is not importable ({exc}); the kernels check is not installed"
     nvcc = tool_status("nvcc")

@@ -123,3 +123,19 @@ def test_kernel_arguments_are_typed():
 def test_cpu_tensor_is_refused_before_dlpack():
     with pytest.raises(ValueError, match="expected a CUDA tensor"):
         launch.as_cupy(torch.zeros(2))
+
+
+def test_cupy_missing_reason_says_how_to_install_and_is_none_when_cupy_imports(monkeypatch):
+    import sagelib.cuda
+    from sagelib import microbench
+
+    def broken(name):
+        raise ImportError(f"libcudart.so.13: cannot open shared object file ({name})")
+
+    monkeypatch.setattr(sagelib.cuda.importlib, "import_module", broken)
+    reason = sagelib.cuda.cupy_missing_reason()
+    assert reason.startswith("needs CuPy (libcudart.so.13") and "pip install -e '.[cuda13]'" in reason
+    if torch.cuda.is_available():
+        assert microbench.unavailable_reason() == reason
+    monkeypatch.setattr(sagelib.cuda.importlib, "import_module", lambda name: object())
+    assert sagelib.cuda.cupy_missing_reason() is None

@@ -100,16 +100,14 @@ def test_sanitizer_summary(output, code, errors, clean):
 
 
 def test_ptxas_table_says_why_when_the_check_is_missing(monkeypatch):
-    import builtins
+    real_import = profiling.importlib.import_module
 
-    real_import = builtins.__import__
-
-    def no_check(name, globals=None, locals=None, fromlist=(), level=0):
-        if name == "sagelib.cuda" and fromlist and "check" in fromlist:
+    def no_check(name, *args):
+        if name == "sagelib.cuda.check":
             raise ImportError("no module named sagelib.cuda.check")
-        return real_import(name, globals, locals, fromlist, level)
+        return real_import(name, *args)
 
-    monkeypatch.setattr(builtins, "__import__", no_check)
+    monkeypatch.setattr(profiling.importlib, "import_module", no_check)
     table = profiling.ptxas_table()
     assert table["rows"] == [] and "sagelib.cuda.check" in table["reason"]
 

@@ -34,10 +34,11 @@ class CudaBackend(Backend):
     def unavailable_reason(self) -> str | None:
         if not torch.cuda.is_available():
             return "needs a CUDA GPU; torch sees none on this machine (run on a GPU host with a CUDA build of torch)"
-        try:
-            import cupy  # noqa: F401
-        except Exception as exc:
-            return f"needs CuPy ({exc}); install it with pip install -e '.[cuda13]' (or '.[cuda12]')"
+        from sagelib.cuda import cupy_missing_reason
+
+        missing = cupy_missing_reason()
+        if missing:
+            return missing
         from sagelib.cuda.build import arch_for_capability, nvrtc_version
 
         if nvrtc_version() is None:

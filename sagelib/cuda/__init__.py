@@ -8,3 +8,14 @@ pointers; DLPack views through ``as_cupy``), on torch's current stream.
 ``check`` compiles every kernel for every target with ``nvcc``
 and reads ptxas' resource report (``sagelib kernels check``).
 """
+
+import importlib
+
+
+def cupy_missing_reason() -> str | None:
+    """None when CuPy imports here; otherwise why not, and how to install it."""
+    try:
+        importlib.import_module("cupy")
+    except Exception as exc:  # a CuPy built for another CUDA fails with more than ImportError
+        return f"needs CuPy ({exc}); install it with pip install -e '.[cuda13]' (or '.[cuda12]')"
+    return None
