@@ -20,6 +20,14 @@
 
 SAGE_DEVICE float exact_int_to_float(i32 s) { return __int_as_float(s + SAGE_I2F_BIAS) - SAGE_I2F_BIAS_F; }
 
+// ATTN_CVT_FOLD=1: the float add of that conversion folded into the exp pass's FFMA, as the sm_90a kernel
+// does at head_dim 64 (attn_sm90/softmax.cuh sm90_cvt_fold): x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m),
+// one IADD and one FFMA per score instead of IADD, FADD and FFMA. The per-row constant's one rounding shifts a
+// row's exp2 arguments in the block by at most 0.75 * mult (under one unit of S_int), the same for the whole row.
+#ifndef ATTN_CVT_FOLD
+#define ATTN_CVT_FOLD 0
+#endif
+
 SAGE_DEVICE float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -67,12 +75,14 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
       alpha[t][half] = fast_exp2(m[t][half] - m_new);
       m[t][half] = m_new;
       float sum = 0.0f;
+      const float biased_m = ATTN_CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m_new) : m_new;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const i32 si = s[t][j][2 * half + e];
-          float x = fmaf(exact_int_to_float(si), mult, -m_new);
+          const float score = ATTN_CVT_FOLD ? __int_as_float(si + SAGE_I2F_BIAS) : exact_int_to_float(si);
+          float x = fmaf(score, mult, -biased_m);
           if (MASKED && si == SAGE_MASKED_S) x = SAGE_MASK_SCORE - m_new;
           const float pv = fast_exp2(x);
           p[t][j][2 * half + e] = pv;
