@@ -9,7 +9,9 @@
 //
 // Scores: s = S_int * mult, mult = q_scale * k_scale * sm_scale * log2e. S_int is
 // converted exactly with the 1.5 * 2^23 bias trick (|S_int| <= 127*127*128 < 2^22):
-// one IADD and one FADD instead of I2F, which shares the MUFU-rate pipe with ex2.
+// one IADD and one FADD instead of I2F, which shares the MUFU-rate pipe with ex2. Folding the FADD into
+// the exp pass's FFMA (as attn_sm90/softmax.cuh does at head_dim 64) removed ~60 instructions per block
+// and measured 0.97-1.00x on the H200 (EXPERIMENT_LOG seq 161; tree 30b83d0 has ATTN_CVT_FOLD).
 #pragma once
 #include "common.cuh"
 #include "convert.cuh"
@@ -19,14 +21,6 @@
 #define SAGE_I2F_BIAS_F 12582912.0f
 
 SAGE_DEVICE float exact_int_to_float(i32 s) { return __int_as_float(s + SAGE_I2F_BIAS) - SAGE_I2F_BIAS_F; }
-
-// ATTN_CVT_FOLD=1: the float add of that conversion folded into the exp pass's FFMA, as the sm_90a kernel
-// does at head_dim 64 (attn_sm90/softmax.cuh sm90_cvt_fold): x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m),
-// one IADD and one FFMA per score instead of IADD, FADD and FFMA. The per-row constant's one rounding shifts a
-// row's exp2 arguments in the block by at most 0.75 * mult (under one unit of S_int), the same for the whole row.
-#ifndef ATTN_CVT_FOLD
-#define ATTN_CVT_FOLD 0
-#endif
 
 SAGE_DEVICE float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -75,14 +69,12 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
       alpha[t][half] = fast_exp2(m[t][half] - m_new);
       m[t][half] = m_new;
       float sum = 0.0f;
-      const float biased_m = ATTN_CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m_new) : m_new;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const i32 si = s[t][j][2 * half + e];
-          const float score = ATTN_CVT_FOLD ? __int_as_float(si + SAGE_I2F_BIAS) : exact_int_to_float(si);
-          float x = fmaf(score, mult, -biased_m);
+          float x = fmaf(exact_int_to_float(si), mult, -m_new);
           if (MASKED && si == SAGE_MASKED_S) x = SAGE_MASK_SCORE - m_new;
           const float pv = fast_exp2(x);
           p[t][j][2 * half + e] = pv;
