@@ -1,6 +1,8 @@
 """``sagelib kernels``: look after the CUDA sources in ``kernels/``.
 
 ``sagelib kernels build`` fills the NVRTC kernel cache ahead of a run.
+``sagelib kernels sass`` counts the instructions per exp2 of each attention kernel's exp pass
+(nvcc and cuobjdump, no GPU needed).
 ``sagelib kernels check`` compiles every kernel for every target architecture
 with nvcc (no GPU needed) and prints registers, spills, stack and shared memory
 per kernel and architecture; it exits 1 when a target fails or a kernel spills
@@ -29,6 +31,17 @@ def register(subparsers) -> None:
     build.add_argument("--arch", action="append", metavar="sm_XX",
                        help="architecture preset (repeatable; default sm_90)")
     build.set_defaults(func=run_build_command)
+    sass = sub.add_parser("sass", help="instructions per exp2 in each attention kernel's exp pass (nvcc, cuobjdump)")
+    sass.add_argument("--kernel", action="append", metavar="FILE.cu",
+                      help="only this kernel file (repeatable; attn_sm90.cu, attn_mma.cu)")
+    sass.add_argument("--arch", action="append", metavar="sm_XX",
+                      help="only this architecture (repeatable; default: sm_90a for attn_sm90.cu, sm_90 and sm_120a "
+                           "for attn_mma.cu)")
+    sass.add_argument("--option", action="append", metavar="-DNAME[=VALUE]",
+                      help="an extra nvcc macro option, e.g. an experiment's switch (repeatable)")
+    sass.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes (default 2)")
+    sass.add_argument("--json", metavar="FILE", help="also write the counts as JSON")
+    sass.set_defaults(func=run_sass_command)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
@@ -90,4 +103,42 @@ def run_check_command(args) -> int:
             print(f"  {f}")
         return 1
     print(f"\nok: {sum(len(t.kernels) for t in result.targets)} kernels x archs compiled, no new spills")
+    return 0
+
+
+def run_sass_command(args) -> int:
+    from sagelib.cli import output_file
+    from sagelib.cuda import sass
+    from sagelib.cuda.instances import ONLY_ARCHS
+
+    _known("--kernel", args.kernel, sorted(sass.EXP_PASS_TARGETS),
+           "give one of those files (repeat --kernel for several), or leave it out for both")
+    _known("--arch", args.arch, sass.check.ARCH_PRESETS,
+           "give one of those presets (repeat --arch for several), or leave it out for each file's defaults")
+    bad = [o for o in args.option or () if not o.startswith(("-D", "-U"))]
+    if bad:
+        raise UsageError(f"--option: expected -DNAME[=VALUE] or -UNAME, got {bad}; e.g. --option=-DSM90_CVT_FOLD=1")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
+    targets = {}
+    for file in args.kernel or sass.EXP_PASS_TARGETS:
+        archs = tuple(a for a in args.arch if a in ONLY_ARCHS.get(file, (a,))) if args.arch \
+            else sass.EXP_PASS_TARGETS[file]
+        if archs:
+            targets[file] = archs
+    if not targets:
+        raise UsageError(f"--arch: none of {args.arch} builds {args.kernel or sorted(sass.EXP_PASS_TARGETS)} "
+                         f"(attn_sm90.cu is sm_90a only); add --arch sm_90a or another kernel")
+    missing = sass.unavailable_reason()
+    if missing:
+        raise UsageError(f"the SASS table {missing}")
+    json_out = output_file("--json", args.json) if args.json else None  # checked before the compile
+    mixes = sass.exp_pass_mixes(targets, options=tuple(args.option or ()), jobs=args.jobs)
+    print(sass.format_table(mixes))
+    if args.option:
+        print(f"built with {' '.join(args.option)}")
+    if json_out:
+        from sagelib import bench_records
+
+        bench_records.write_json(sass.to_json(mixes, tuple(args.option or ())), json_out)
     return 0

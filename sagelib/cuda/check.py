@@ -127,11 +127,13 @@ def parse_ptxas(log: str, file: str, arch: str) -> list[KernelReport]:
     return reports
 
 
-def compile_target(file: str, arch: str, nvcc: str, workdir: Path) -> TargetResult:
+def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tuple[str, ...] = ()) -> TargetResult:
+    """Compile ``file``'s instances for ``arch`` into ``workdir``/<file>_<arch>.cubin; ``options`` are extra nvcc
+    options, e.g. a macro of an experiment (``-DATTN_CVT_FOLD=1``)."""
     unit = workdir / f"{file.removesuffix('.cu')}_{arch}.cu"
     unit.write_text(translation_unit(file))
     cmd = [nvcc, "-std=c++17", gencode(arch), "-cubin", "-o", str(unit.with_suffix(".cubin")),
-           f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", str(unit)]
+           f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", *options, str(unit)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:

@@ -1,0 +1,254 @@
+"""What the compiler made of the attention kernels: their SASS, and the instruction mix of the exp pass.
+
+A softmax-bound kernel lives or dies by how many instructions it issues per score. The contract fixes
+the least a score can cost: its conversion from INT32 (an I2FP, or the integer add of the float-bias
+form), the FFMA of scale and running max, the exp2 (MUFU.EX2), the FADD into the row sum, and half an
+F2FP (two scores per e4m3 pack). This module compiles the kernels with ``nvcc`` (no GPU needed),
+disassembles them with ``cuobjdump -sass``, finds the exp pass (the straight-line basic block with the
+most MUFU.EX2: the unmasked path's) and counts its instructions by family, per exp2.
+
+``sagelib kernels sass`` prints the table; notebook 01 shows it beside the ownership models.
+cuobjdump ships with the CUDA toolkit and as the ``nvidia-cuda-cuobjdump`` wheel (the test extra has it).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagelib.cuda import check
+
+#: the kernel files whose exp pass the table reports, and the architectures each is read for
+EXP_PASS_TARGETS = {"attn_sm90.cu": ("sm_90a",), "attn_mma.cu": ("sm_90", "sm_120a")}
+
+#: instruction families, in table order: (name, opcode prefixes)
+FAMILIES = (
+    ("exp2", ("MUFU.EX2",)),
+    ("ffma", ("FFMA",)),
+    ("fadd", ("FADD",)),
+    ("fmul", ("FMUL",)),
+    ("iadd", ("VIADD", "IADD3", "IMAD.IADD", "IADD")),
+    ("i2f", ("I2FP", "I2F")),
+    ("pack", ("F2FP",)),
+    ("max", ("FMNMX", "VIMNMX", "VIMNMX3", "IMNMX")),
+    ("sel", ("FSEL", "SEL", "ISETP", "FSETP")),
+    ("mma", ("HMMA", "IMMA", "QMMA", "HGMMA", "IGMMA", "QGMMA")),
+    ("smem", ("LDS", "LDSM", "STS", "STSM")),
+)
+
+_LINE = re.compile(r"^\s*/\*(?P<address>[0-9a-f]{4,})\*/\s*(?P<body>[^;]*);")
+_FUNCTION = re.compile(r"^\s*Function : (?P<name>\S+)")
+_TARGET = re.compile(r"\bBRA\b.*?0x(?P<target>[0-9a-f]+)\s*$")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    address: int
+    opcode: str     #: e.g. "MUFU.EX2", without the predicate
+    predicate: str  #: "@P0", "@!P1", or "" when it always runs
+    operands: str
+
+
+def family(opcode: str) -> str:
+    """The family (:data:`FAMILIES`) an opcode belongs to; "other" when none."""
+    for name, prefixes in FAMILIES:
+        if any(opcode == p or opcode.startswith(p + ".") for p in prefixes):
+            return name
+    return "other"
+
+
+def parse_sass(text: str) -> dict[str, list[Instruction]]:
+    """``cuobjdump -sass`` output -> the instructions of each function, by (mangled) name, in address order."""
+    functions: dict[str, list[Instruction]] = {}
+    current: list[Instruction] | None = None
+    for line in text.splitlines():
+        if m := _FUNCTION.match(line):
+            current = functions.setdefault(m["name"], [])
+        elif current is not None and (m := _LINE.match(line)):
+            body, predicate = m["body"].strip(), ""
+            if body.startswith("@"):
+                predicate, _, body = body.partition(" ")
+            opcode, _, operands = body.strip().partition(" ")
+            current.append(Instruction(int(m["address"], 16), opcode, predicate, operands.strip()))
+    return functions
+
+
+def basic_blocks(instructions: list[Instruction]) -> list[list[Instruction]]:
+    """Straight-line runs: a block starts at a branch target and ends after a branch or an EXIT."""
+    targets = set()
+    for ins in instructions:
+        if ins.opcode.startswith("BRA") and (m := _TARGET.search(ins.operands)):
+            targets.add(int(m["target"], 16))
+    blocks, current = [], []
+    for ins in instructions:
+        if ins.address in targets and current:
+            blocks.append(current)
+            current = []
+        current.append(ins)
+        if ins.opcode.startswith(("BRA", "EXIT", "RET")):
+            blocks.append(current)
+            current = []
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def exp_pass(instructions: list[Instruction]) -> list[Instruction]:
+    """The basic block with the most MUFU.EX2; of equals, the one with the fewest selects (the unmasked path's,
+    where the masked one compares and selects per score); [] when the function has no exp2."""
+    def rank(block):
+        return (sum(ins.opcode == "MUFU.EX2" for ins in block), -sum(family(ins.opcode) == "sel" for ins in block))
+
+    blocks = [block for block in basic_blocks(instructions) if rank(block)[0]]
+    return max(blocks, key=rank) if blocks else []
+
+
+@dataclass(frozen=True)
+class ExpPassMix:
+    """The instruction families of one kernel's exp pass."""
+
+    kernel: str  #: demangled, e.g. "attn_sm90_kernel<64, 6, 3, 128, false>"
+    arch: str
+    counts: dict[str, int]  #: family -> instructions (every family of FAMILIES, and "other")
+
+    @property
+    def instructions(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def exp2(self) -> int:
+        return self.counts.get("exp2", 0)
+
+    def per_exp2(self, name: str | None = None) -> float:
+        """Instructions of family ``name`` (all of them when None) per MUFU.EX2 of the pass."""
+        total = self.instructions if name is None else self.counts.get(name, 0)
+        return total / self.exp2 if self.exp2 else float("nan")
+
+
+def mix_of(kernel: str, arch: str, instructions: list[Instruction]) -> ExpPassMix:
+    counts = {name: 0 for name, _ in FAMILIES} | {"other": 0}
+    for ins in exp_pass(instructions):
+        counts[family(ins.opcode)] += 1
+    return ExpPassMix(kernel, arch, counts)
+
+
+def find_tool(name: str) -> str | None:
+    """``name`` (cuobjdump, nvdisasm) on PATH, in /usr/local/cuda*/bin, or from NVIDIA's wheel of it
+    (site-packages/nvidia/cu13/bin); None when absent."""
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/local/cuda*/bin/{name}"))
+    for entry in sys.path:
+        candidates += sorted(glob.glob(os.path.join(entry, "nvidia", "*", "bin", name)))
+    return next((c for c in candidates if os.access(c, os.X_OK)), None)
+
+
+def find_cuobjdump() -> str | None:
+    """cuobjdump, where nvdisasm (which it runs) is found beside it or on PATH; None otherwise."""
+    cuobjdump = find_tool("cuobjdump")
+    if cuobjdump is None:
+        return None
+    beside = Path(cuobjdump).parent / "nvdisasm"
+    return cuobjdump if beside.exists() or shutil.which("nvdisasm") else None
+
+
+def unavailable_reason() -> str | None:
+    """None when the exp-pass table can be made here (nvcc, cuobjdump and nvdisasm); otherwise what is missing."""
+    if check.nvcc_path() is None:
+        return "needs nvcc (the CUDA toolkit) to compile the kernels"
+    if find_cuobjdump() is None:
+        return ("needs cuobjdump and nvdisasm to read the SASS: install the CUDA toolkit, or pip install "
+                "nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (both in sagelib's test extra)")
+    return None
+
+
+def disassemble(cubin: Path, cuobjdump: str) -> dict[str, list[Instruction]]:
+    # cuobjdump runs nvdisasm, which the toolkit and the wheels keep beside it
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(cuobjdump).parent), os.environ.get("PATH", "")]))
+    proc = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cuobjdump -sass {cubin} failed: {(proc.stderr or proc.stdout).strip()[:500]}")
+    return parse_sass(proc.stdout)
+
+
+def exp_pass_mixes(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS, *, options: tuple[str, ...] = (),
+                   jobs: int = 2) -> list[ExpPassMix]:
+    """Compile each (kernel file, arch) of ``targets`` with nvcc (and the extra nvcc ``options``, e.g. an
+    experiment's macro) and read every instance's exp pass.
+
+    Raises RuntimeError naming what is missing (:func:`unavailable_reason`) or which compile failed."""
+    missing = unavailable_reason()
+    if missing:
+        raise RuntimeError(f"the SASS table {missing}")
+    nvcc, cuobjdump = check.nvcc_path(), find_cuobjdump()
+    pairs = [(file, arch) for file, archs in targets.items() for arch in archs]
+    for file, arch in pairs:
+        if file not in check.INSTANCES or arch not in check.ARCH_PRESETS:
+            raise ValueError(f"targets: expected kernel files of {sorted(check.INSTANCES)} and architectures of "
+                             f"{list(check.ARCH_PRESETS)}, got {file!r} for {arch!r}")
+    mixes = []
+    with tempfile.TemporaryDirectory(prefix="sagelib-sass-") as tmp:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            results = list(pool.map(lambda fa: check.compile_target(fa[0], fa[1], nvcc, Path(tmp), options), pairs))
+        for (file, arch), result in zip(pairs, results):
+            if not result.ok:
+                raise RuntimeError(f"{file} for {arch} did not compile: {result.error.splitlines()[0]}")
+            functions = disassemble(Path(tmp) / f"{file.removesuffix('.cu')}_{arch}.cubin", cuobjdump)
+            names = check.demangle(list(functions))
+            wanted = set(check.INSTANCES[file])
+            mixes += [mix_of(names[mangled], arch, instructions) for mangled, instructions in functions.items()
+                      if names[mangled] in wanted]
+    return mixes
+
+
+def format_table(mixes: list[ExpPassMix]) -> str:
+    """One row per kernel: the exp pass's length and exp2 count, then each family per exp2."""
+    families = [name for name, _ in FAMILIES if name != "exp2"] + ["other"]
+    width = max([len("kernel")] + [len(m.kernel) for m in mixes])
+    lines = [f"{'':<{width}}  {'':<7} {'block':>5} {'':>4}  instructions per exp2",
+             f"{'kernel':<{width}}  {'arch':<7} {'instr':>5} {'exp2':>4}  "
+             + " ".join(f"{name:>5}" for name in families) + f" {'all':>5}"]
+    for m in mixes:
+        lines.append(f"{m.kernel:<{width}}  {m.arch:<7} {m.instructions:>5} {m.exp2:>4}  "
+                     + " ".join(f"{m.per_exp2(name):>5.2f}" for name in families) + f" {m.per_exp2():>5.2f}")
+    return "\n".join(lines)
+
+
+SCHEMA = "sagelib.sass_exp_pass/1"
+
+
+def rows(mixes: list[ExpPassMix]) -> list[dict]:
+    """The table as rows (a notebook's, a report's): kernel, arch, the block's length and exp2, and each family
+    per exp2."""
+    return [{"kernel": m.kernel, "arch": m.arch, "block instructions": m.instructions, "exp2": m.exp2,
+             **{f"{name} per exp2": round(m.per_exp2(name), 3) for name, _ in FAMILIES if name != "exp2"},
+             "other per exp2": round(m.per_exp2("other"), 3), "all per exp2": round(m.per_exp2(), 3)}
+            for m in mixes]
+
+
+def exp_pass_table(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS) -> dict:
+    """{"mixes": [...], "reason": None} where the table can be made here; {"mixes": [], "reason": why} otherwise
+    (nvcc or cuobjdump missing, a compile failed): for a notebook, which says why instead of failing."""
+    reason = unavailable_reason()
+    if reason is None:
+        try:
+            return {"mixes": exp_pass_mixes(targets), "reason": None}
+        except RuntimeError as exc:
+            reason = str(exc)
+    return {"mixes": [], "reason": reason}
+
+
+def to_json(mixes: list[ExpPassMix], options: tuple[str, ...] = ()) -> dict:
+    """The table as a document: each kernel's counts by family, and the nvcc options it was built with."""
+    return {"schema": SCHEMA, "options": list(options),
+            "kernels": [{"kernel": m.kernel, "arch": m.arch, "instructions": m.instructions, "exp2": m.exp2,
+                         "counts": m.counts} for m in mixes]}

@@ -1,0 +1,126 @@
+"""sagelib.cuda.sass: reading cuobjdump's SASS, finding the exp pass, counting it; `sagelib kernels sass`.
+
+The parser is checked on a listing written here by hand. The counts of the real kernels need nvcc and
+cuobjdump (no GPU): where either is missing those tests skip with the reason.
+"""
+
+import json
+
+import pytest
+
+from sagelib import cli
+from sagelib.cuda import sass
+
+# Two functions. In `kern`: a prologue, a masked exp block (two compare-and-selects, two exp2), a branch
+# target with the unmasked exp block (two exp2, no select), and a loop back to it.
+LISTING = """
+	code for sm_90a
+		Function : _Z4kernv
+	.headerflags	@"EF_CUDA_SM90"
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                           /* 0x00000a00ff017b82 */
+                                                                                    /* 0x000e240000000800 */
+        /*0010*/               @P0 BRA 0x80 ;                                       /* 0x0000000000000947 */
+        /*0020*/                   ISETP.GE.AND P1, PT, R2, R3, PT ;                /* 0x0000000302007c0c */
+        /*0030*/                   FSEL R4, R4, -5e+06, !P1 ;                       /* 0x0000000302007c0c */
+        /*0040*/                   ISETP.GE.AND P2, PT, R5, R3, PT ;                /* 0x0000000302007c0c */
+        /*0050*/                   MUFU.EX2 R6, R4 ;                                /* 0x0000000302007c0c */
+        /*0060*/                   MUFU.EX2 R7, R5 ;                                /* 0x0000000302007c0c */
+        /*0070*/                   BRA 0xd0 ;                                       /* 0x0000000302007c0c */
+        /*0080*/                   VIADD R8, R8, 0x4b400000 ;                       /* 0x0000000302007c0c */
+        /*0090*/                   FFMA R9, R8, R10, -R11 ;                         /* 0x0000000302007c0c */
+        /*00a0*/                   MUFU.EX2 R9, R9 ;                                /* 0x0000000302007c0c */
+        /*00b0*/                   MUFU.EX2 R12, R12 ;                              /* 0x0000000302007c0c */
+        /*00c0*/                   F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R13, R12, R9, R13 ;
+        /*00d0*/              @!P3 BRA 0x80 ;                                       /* 0x0000000302007c0c */
+        /*00e0*/                   EXIT ;                                           /* 0x0000000302007c0c */
+		..........
+		Function : _Z5otherv
+        /*0000*/                   IMAD.MOV.U32 R1, RZ, RZ, 0x1 ;                   /* 0x0000000302007c0c */
+        /*0010*/                   EXIT ;                                           /* 0x0000000302007c0c */
+"""
+
+
+def test_parse_sass_reads_functions_predicates_opcodes_and_operands():
+    functions = sass.parse_sass(LISTING)
+    assert list(functions) == ["_Z4kernv", "_Z5otherv"]
+    kern = functions["_Z4kernv"]
+    assert [i.address for i in kern] == list(range(0, 0xF0, 0x10))
+    assert kern[1] == sass.Instruction(0x10, "BRA", "@P0", "0x80")
+    assert kern[13] == sass.Instruction(0xD0, "BRA", "@!P3", "0x80")
+    assert kern[12].opcode == "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C" and kern[12].operands.startswith("R13, R12")
+    assert functions["_Z5otherv"][0].operands == "R1, RZ, RZ, 0x1"
+
+
+def test_basic_blocks_split_at_branches_and_their_targets():
+    blocks = sass.basic_blocks(sass.parse_sass(LISTING)["_Z4kernv"])
+    assert [(b[0].address, b[-1].address) for b in blocks] == [(0x0, 0x10), (0x20, 0x70), (0x80, 0xD0), (0xE0, 0xE0)]
+
+
+def test_the_exp_pass_is_the_unmasked_block_and_is_counted_by_family():
+    kern = sass.parse_sass(LISTING)["_Z4kernv"]
+    block = sass.exp_pass(kern)
+    assert block[0].address == 0x80  # the masked block has as many exp2, but selects
+    mix = sass.mix_of("kern", "sm_90a", kern)
+    assert (mix.instructions, mix.exp2) == (6, 2)
+    assert {k: v for k, v in mix.counts.items() if v} == {"exp2": 2, "ffma": 1, "iadd": 1, "pack": 1, "other": 1}
+    assert mix.per_exp2("iadd") == 0.5 and mix.per_exp2() == 3.0
+    assert sass.exp_pass(sass.parse_sass(LISTING)["_Z5otherv"]) == []
+
+
+@pytest.mark.parametrize("opcode, family", [
+    ("MUFU.EX2", "exp2"), ("MUFU.RCP", "other"), ("FFMA.FTZ", "ffma"), ("I2FP.F32.S32", "i2f"), ("IADD3", "iadd"),
+    ("VIMNMX3", "max"), ("FMNMX", "max"), ("QGMMA.64x64x32.F32.E4M3.E4M3", "mma"), ("LDSM.16.M88.4", "smem"),
+    ("FADD", "fadd"), ("IMAD.IADD", "iadd"), ("IMAD.MOV.U32", "other"), ("FSEL", "sel")])
+def test_family(opcode, family):
+    assert sass.family(opcode) == family
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kernel", "quant_kv.cu"], "--kernel: expected one of ['attn_mma.cu', 'attn_sm90.cu'], got 'quant_kv.cu'"),
+    (["--arch", "sm_75"], "--arch: expected one of"),
+    (["--kernel", "attn_sm90.cu", "--arch", "sm_89"], "--arch: none of ['sm_89'] builds ['attn_sm90.cu']"),
+    (["--option", "SM90_CVT_FOLD=1"], "--option: expected -DNAME[=VALUE] or -UNAME, got ['SM90_CVT_FOLD=1']"),
+    (["--jobs", "0"], "--jobs: expected a positive number, got 0")])
+def test_the_command_names_the_bad_argument(argv, message, capsys):
+    assert cli.main(["kernels", "sass", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+needs_tools = pytest.mark.skipif(sass.unavailable_reason() is not None,
+                                 reason=f"the SASS table {sass.unavailable_reason()}")
+
+
+@needs_tools
+@pytest.mark.slow
+def test_the_hopper_exp_pass_issues_the_contracts_instructions_per_score_and_little_more(tmp_path, capsys):
+    """Each 128-key block gives a thread 64 scores (32 at 64 keys): one exp2 each (plus the two row halves'
+    alpha), one conversion each and one e4m3 pack per two. The whole pass stays within the contract's four and
+    a half instructions per score (conversion, FFMA, exp2, row-sum FADD, half a pack) plus 32 for the row
+    state (the alphas, the running max's FADD, the row sum's fold)."""
+    out = tmp_path / "sass.json"
+    assert cli.main(["kernels", "sass", "--kernel", "attn_sm90.cu", "--json", str(out)]) == 0
+    assert "instructions per exp2" in capsys.readouterr().out
+    document = json.loads(out.read_text())
+    assert document["schema"] == sass.SCHEMA and document["options"] == []
+    kernels = {k["kernel"]: k for k in document["kernels"]}
+    assert set(kernels) == set(sass.check.INSTANCES["attn_sm90.cu"])
+    for name, k in kernels.items():
+        block_keys = int(name[name.index("<") + 1:-1].split(", ")[3])  # <D, STAGES, CONSUMERS, BLOCK_KEYS, ...>
+        scores = block_keys // 2  # a thread's share of a 64-row block (128 threads)
+        assert scores + 2 >= k["exp2"] >= scores, name
+        assert k["counts"]["pack"] == scores // 2, name
+        assert k["instructions"] <= 4.5 * scores + 32, name
+        conversions = k["counts"]["iadd"] + k["counts"]["i2f"]
+        assert scores <= conversions <= scores + 2, name
+
+
+@needs_tools
+@pytest.mark.slow
+def test_an_option_reaches_the_compile():
+    """SM90_CVT_BIAS=1 converts through the float bias (an integer add and a float add) instead of I2FP."""
+    default, = [m for m in sass.exp_pass_mixes({"attn_sm90.cu": ("sm_90a",)})
+                if m.kernel == "attn_sm90_kernel<128, 4, 2, 128, false>"]
+    biased, = [m for m in sass.exp_pass_mixes({"attn_sm90.cu": ("sm_90a",)}, options=("-DSM90_CVT_BIAS=1",))
+               if m.kernel == "attn_sm90_kernel<128, 4, 2, 128, false>"]
+    assert default.counts["i2f"] >= 64 and biased.counts["i2f"] <= 2
+    assert biased.counts["iadd"] >= 64 and biased.counts["fadd"] >= default.counts["fadd"] + 64
