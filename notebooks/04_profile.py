@@ -33,6 +33,7 @@ causal = False
 mode = "end_to_end"
 launch_count = 8
 ptxas_archs = []
+read_sass = True
 recorded_dir = "data/results"
 
 # %%
@@ -40,7 +41,8 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from sagelib import bench_records, profiling
+from sagelib import bench_records, plots, profiling
+from sagelib.cuda import sass
 from sagelib.results import Results
 
 results = Results("04_profile", output_dir)
@@ -66,6 +68,36 @@ if ptxas["reason"] is None:
                      note="kernel x architecture pairs with spill stores")
 else:
     display(Markdown(f"**No ptxas table:** {ptxas['reason']}."))
+
+# %% [markdown]
+# ## SASS: what the exp pass issues per score
+# A softmax-bound loop is as fast as its instructions per score allow. The contract fixes the least a score
+# costs: its conversion from INT32 (I2FP, or the integer add of the float-bias form), one FFMA (scale and
+# running max), one exp2, one FADD into the row sum and half an e4m3 pack: 4.5 instructions. `sagelib kernels
+# sass` compiles the attention kernels here with nvcc, reads their SASS with cuobjdump and counts, by family,
+# the basic block with the most MUFU.EX2 (the unmasked exp pass). These are compiler facts, not timings; on
+# the sm_90a kernel the block is the exp pass alone, while the portable kernel's compiler interleaves P.V's
+# mma.sync and its operand loads into the same block (the `mma` and `smem` shares).
+
+# %%
+sass_table = sass.exp_pass_table() if read_sass else {"mixes": [], "reason": "read_sass is off"}
+results.add("sass exp pass", {"reason": sass_table["reason"], "rows": sass.rows(sass_table["mixes"])})
+if sass_table["reason"] is None:
+    mixes = sass_table["mixes"]
+    families = [name for name, _ in sass.FAMILIES] + ["other"]
+    fig = plots.stacked_bars([f"{m.kernel.replace('_kernel', '')} {m.arch}" for m in mixes],
+                             {name: [m.per_exp2(name) for m in mixes] for name in families},
+                             ylabel="instructions per exp2 in the block",
+                             title="The exp pass by instruction family (SASS, compiled here)",
+                             limits={"the contract's 4.5 per score": 4.5})
+    results.figure(fig, "sass_exp_pass")
+    display(Markdown(bench_records.markdown_table(sass.rows(mixes))))
+    hopper = [m for m in mixes if m.arch == "sm_90a"]
+    if hopper:
+        results.headline("sm90_exp_pass_instructions_per_exp2", round(max(m.per_exp2() for m in hopper), 2),
+                         note="the sm_90a kernel's worst instance; the contract's floor is 4.5 per score")
+else:
+    display(Markdown(f"**No SASS table:** {sass_table['reason']}."))
 
 # %% [markdown]
 # ## Nsight Compute: one launch of each backend, side by side

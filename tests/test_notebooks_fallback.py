@@ -144,6 +144,15 @@ def test_04_without_gpu_reports_each_tool_and_the_recording(tmp_path):
     values, html = _run(tmp_path, "04_profile", recorded)
     assert set(values["values"]["tools"]) == {"ncu", "compute-sanitizer", "nvcc"}
     assert "ptxas" in values["values"]
+    from sagelib.cuda import sass
+
+    table = values["values"]["sass exp pass"]
+    if sass.unavailable_reason() is None:  # nvcc and cuobjdump here: the counts of every attention kernel
+        assert table["reason"] is None and {r["arch"] for r in table["rows"]} == {"sm_90a", "sm_90", "sm_120a"}
+        assert all(r["exp2"] >= 32 for r in table["rows"])
+    else:
+        assert table["rows"] == [] and table["reason"] == sass.unavailable_reason()
+        assert "No SASS table" in html
     assert "RECORDED results" in html and "fmha_fwd" in html
     assert values["values"]["ncu_rows"][0]["registers"] == 168
 
