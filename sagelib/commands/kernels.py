@@ -139,6 +139,13 @@ def run_sass_command(args) -> int:
         print(f"built with {' '.join(args.option)}")
     if json_out:
         from sagelib import bench_records
+        from sagelib.datafile import utc_stamp
+        from sagelib.profiling import tool_status
 
-        bench_records.write_json(sass.to_json(mixes, tuple(args.option or ())), json_out)
+        document = sass.to_json(mixes, tuple(args.option or ()))
+        given = [f"--kernel {k}" for k in args.kernel or ()] + [f"--arch {a}" for a in args.arch or ()] \
+            + [f"--option={o}" for o in args.option or ()]
+        document |= {"created_utc": utc_stamp(), "command": " ".join(["sagelib kernels sass", *given]),
+                     "toolchain": {"nvcc": tool_status("nvcc").version, "cuobjdump": sass.find_cuobjdump()}}
+        bench_records.write_json(document, json_out)
     return 0
