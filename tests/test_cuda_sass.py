@@ -64,7 +64,11 @@ def test_the_exp_pass_is_the_unmasked_block_and_is_counted_by_family():
     assert (mix.instructions, mix.exp2) == (6, 2)
     assert {k: v for k, v in mix.counts.items() if v} == {"exp2": 2, "ffma": 1, "iadd": 1, "pack": 1, "other": 1}
     assert mix.per_exp2("iadd") == 0.5 and mix.per_exp2() == 3.0
-    assert sass.exp_pass(sass.parse_sass(LISTING)["_Z5otherv"]) == []
+    other = sass.mix_of("other", "sm_90a", sass.parse_sass(LISTING)["_Z5otherv"])
+    assert sass.exp_pass(sass.parse_sass(LISTING)["_Z5otherv"]) == [] and other.instructions == 0
+    row_kern, row_other = sass.rows([mix, other])
+    assert row_kern["all per exp2"] == 3.0 and row_kern["iadd per exp2"] == 0.5 and row_kern["exp2"] == 2
+    assert row_other["all per exp2"] is None and row_other["exp2"] == 0
 
 
 @pytest.mark.parametrize("opcode, family", [

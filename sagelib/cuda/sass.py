@@ -7,8 +7,8 @@ F2FP (two scores per e4m3 pack). This module compiles the kernels with ``nvcc`` 
 disassembles them with ``cuobjdump -sass``, finds the exp pass (the straight-line basic block with the
 most MUFU.EX2: the unmasked path's) and counts its instructions by family, per exp2.
 
-``sagelib kernels sass`` prints the table; notebook 01 shows it beside the ownership models.
-cuobjdump ships with the CUDA toolkit and as the ``nvidia-cuda-cuobjdump`` wheel (the test extra has it).
+``sagelib kernels sass`` prints the table; notebook 04 draws it. cuobjdump and the nvdisasm it runs ship with the
+CUDA toolkit and as NVIDIA's ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels (the test extra has both).
 """
 
 from __future__ import annotations
@@ -228,10 +228,13 @@ SCHEMA = "sagelib.sass_exp_pass/1"
 
 def rows(mixes: list[ExpPassMix]) -> list[dict]:
     """The table as rows (a notebook's, a report's): kernel, arch, the block's length and exp2, and each family
-    per exp2."""
+    per exp2 (None for a kernel without exp2: strict JSON has no NaN)."""
+    def per(m: ExpPassMix, name: str | None) -> float | None:
+        return round(m.per_exp2(name), 3) if m.exp2 else None
+
     return [{"kernel": m.kernel, "arch": m.arch, "block instructions": m.instructions, "exp2": m.exp2,
-             **{f"{name} per exp2": round(m.per_exp2(name), 3) for name, _ in FAMILIES if name != "exp2"},
-             "other per exp2": round(m.per_exp2("other"), 3), "all per exp2": round(m.per_exp2(), 3)}
+             **{f"{name} per exp2": per(m, name) for name, _ in FAMILIES if name != "exp2"},
+             "other per exp2": per(m, "other"), "all per exp2": per(m, None)}
             for m in mixes]
 
 
