@@ -740,3 +740,8 @@ plots.table(review)
 #   dearest instruction (1.07x without it): folded into the FMA (an integer add in place of I2FP, the
 #   bias leaving through the row's subtrahend) it gave 1.02x at D=64 and lost 3-5% at D=128, so
 #   `cuda-sm90` folds at head_dim 64 only (log seq 109). With it D=64 now touches the cap too.
+# * What is left is not instruction count. The exp pass of the built kernel issues 4.74 (D=128) and
+#   4.77 (D=64) instructions per exp2 against the contract's 4.5 per score (notebook 04's SASS table,
+#   `sagelib kernels sass`; log seq 163), and under ncu the exp2 unit runs at 68% of its peak at D=64 with
+#   the issue slots 61% busy, while at D=128 no unit passes half (seq 166): D=64 sits ~1.45x from its
+#   exp2 bound, D=128 on the latency of the ping-pong chain above.
