@@ -41,9 +41,14 @@ SM90_COMPARISON_STAGES = {(64, 2, 128): 6}
 SM90_CAUSAL_ONLY = {(64, 3, 128)}
 
 
+def has_causal_instance(head_dim: int, consumers: int, block_keys: int) -> bool:
+    """Whether the geometry has a causal-only instance (SM90_CAUSAL_ONLY)."""
+    return (head_dim, consumers, block_keys) in SM90_CAUSAL_ONLY
+
+
 def attn_sm90_built(head_dim: int, stages: int, consumers: int, block_keys: int) -> tuple[str, ...]:
     """Every instance of one geometry: the general one, and the causal-only one where SM90_CAUSAL_ONLY has it."""
-    causal = (head_dim, consumers, block_keys) in SM90_CAUSAL_ONLY
+    causal = has_causal_instance(head_dim, consumers, block_keys)
     return tuple(attn_sm90(head_dim, stages, consumers, block_keys, c) for c in ((False, True) if causal else (False,)))
 
 

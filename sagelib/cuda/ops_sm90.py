@@ -165,7 +165,7 @@ def kernel_instance(p: PreparedAttention, stages: int, geometry: Geometry, causa
     forces the choice: False takes the general instance, True the causal one, which only a causal call may."""
     width = p.q_int8.shape[-1]
     built = (width, geometry.consumers, geometry.block_keys)
-    has_causal = built in instances.SM90_CAUSAL_ONLY
+    has_causal = instances.has_causal_instance(*built)
     if causal_instance and not (p.causal and has_causal):
         raise ValueError(f"causal_instance: True needs a causal call in a geometry with a causal instance "
                          f"({sorted(instances.SM90_CAUSAL_ONLY)} as (head_dim, consumers, block_keys)); this call is "
