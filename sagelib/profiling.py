@@ -27,11 +27,12 @@ import importlib
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sagelib import toolkit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,25 +85,11 @@ class ToolStatus:
         return self.path is not None and self.reason is None
 
 
-def _find(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    for root in ("/usr/local/cuda/bin", "/opt/nvidia/nsight-compute"):
-        candidate = Path(root) / name
-        if candidate.is_file():
-            return str(candidate)
-    return None
-
-
 def tool_status(name: str) -> ToolStatus:
     """Where ``name`` (ncu, compute-sanitizer, nvcc) is and its version, or why it is missing."""
-    path = _find(name)
+    path = toolkit.find(name)
     if path is None:
-        hints = {"ncu": "install Nsight Compute (part of the CUDA toolkit) and put ncu on PATH",
-                 "compute-sanitizer": "install the CUDA toolkit and put compute-sanitizer on PATH",
-                 "nvcc": "install the CUDA toolkit (nvcc) and put it on PATH"}
-        return ToolStatus(name, None, reason=f"{name} not found on PATH; {hints.get(name, 'install it')}")
+        return ToolStatus(name, None, reason=toolkit.not_found(name))
     try:
         done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
         lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]

@@ -30,6 +30,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib import toolkit
 from sagelib.datafile import DataFileError, repo_relative, sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +110,7 @@ def _gpus_and_driver() -> tuple[list[str] | None, str | None, dict[str, str]]:
 
 
 def _nvcc_version() -> tuple[str | None, str | None]:
-    out, reason = _run(["nvcc", "--version"])
+    out, reason = _run([toolkit.find("nvcc") or "nvcc", "--version"])
     if out is None:
         return None, reason
     match = re.search(r"release\s+([\d.]+),\s*V([\d.]+)", out)

@@ -73,7 +73,7 @@ def test_launch_command_profiles_one_call_through_the_cli():
 
 
 def test_absent_tools_are_reported_not_hidden(monkeypatch):
-    monkeypatch.setattr(profiling, "_find", lambda name: None)
+    monkeypatch.setattr(profiling.toolkit, "find", lambda name: None)
     status = profiling.tool_status("ncu")
     assert not status.available and "ncu not found" in status.reason and "Nsight Compute" in status.reason
     report = profiling.ncu_profile(["true"], log_file="/tmp/unused.csv")
@@ -126,7 +126,7 @@ def test_profile_cli_errors_exit_2(sagelib_cli, argv, message, monkeypatch):
 
 
 def test_profile_cli_missing_ncu_exit_2(sagelib_cli, monkeypatch):
-    monkeypatch.setattr(profiling, "_find", lambda name: None)
+    monkeypatch.setattr(profiling.toolkit, "find", lambda name: None)
     code, _, err = sagelib_cli("profile", "ncu", "--backend", "reference", "--shape", "1:1:64:64")
     assert code == 2 and "ncu not found on PATH" in err
 

@@ -54,6 +54,7 @@ def test_environment_reads_nvidia_smi_and_nvcc(tmp_path, monkeypatch):
 def test_environment_fails_soft_without_tools_or_git(tmp_path, monkeypatch):
     fake_tool(tmp_path, "nvidia-smi", "NVIDIA-SMI has failed", code=9)
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvcc, no git on PATH
+    monkeypatch.setattr(provenance.toolkit, "find", lambda name: None)  # nor in the CUDA install folders
     env = provenance.environment(repo_root=tmp_path)
     assert env["nvcc"] is None and "nvcc not found" in env["missing"]["nvcc"]
     assert env["git_commit"] is None and "git" in env["missing"]["git_commit"]

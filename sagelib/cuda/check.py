@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from sagelib import toolkit
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
 from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS
 
@@ -64,11 +65,7 @@ class CheckResult:
 
 
 def nvcc_path() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    default = Path("/usr/local/cuda/bin/nvcc")
-    return str(default) if default.exists() else None
+    return toolkit.find("nvcc")
 
 
 def gencode(arch: str) -> str:
@@ -157,7 +154,7 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
               baseline: dict[str, int] | None = None) -> CheckResult:
     nvcc = nvcc_path()
     if nvcc is None:
-        raise FileNotFoundError("nvcc not found on PATH or in /usr/local/cuda/bin; install the CUDA toolkit")
+        raise FileNotFoundError(toolkit.not_found("nvcc"))
     files = files or sorted(INSTANCES)
     archs = archs or list(ARCH_PRESETS)
     for f in files:

@@ -13,17 +13,15 @@ CUDA toolkit and as NVIDIA's ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisas
 
 from __future__ import annotations
 
-import glob
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib import toolkit
 from sagelib.cuda import check
 
 #: the kernel files whose exp pass the table reports, and the architectures each is read for
@@ -140,25 +138,13 @@ def mix_of(kernel: str, arch: str, instructions: list[Instruction]) -> ExpPassMi
     return ExpPassMix(kernel, arch, counts)
 
 
-def find_tool(name: str) -> str | None:
-    """``name`` (cuobjdump, nvdisasm) on PATH, in /usr/local/cuda*/bin, or from NVIDIA's wheel of it
-    (site-packages/nvidia/cu13/bin); None when absent."""
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/local/cuda*/bin/{name}"))
-    for entry in sys.path:
-        candidates += sorted(glob.glob(os.path.join(entry, "nvidia", "*", "bin", name)))
-    return next((c for c in candidates if os.access(c, os.X_OK)), None)
-
-
 def find_cuobjdump() -> str | None:
-    """cuobjdump, where nvdisasm (which it runs) is found beside it or on PATH; None otherwise."""
-    cuobjdump = find_tool("cuobjdump")
+    """cuobjdump, where nvdisasm (which it runs) is found as well; None otherwise."""
+    cuobjdump = toolkit.find("cuobjdump")
     if cuobjdump is None:
         return None
     beside = Path(cuobjdump).parent / "nvdisasm"
-    return cuobjdump if beside.exists() or shutil.which("nvdisasm") else None
+    return cuobjdump if beside.exists() or toolkit.find("nvdisasm") else None
 
 
 def unavailable_reason() -> str | None:
@@ -172,8 +158,10 @@ def unavailable_reason() -> str | None:
 
 
 def disassemble(cubin: Path, cuobjdump: str) -> dict[str, list[Instruction]]:
-    # cuobjdump runs nvdisasm, which the toolkit and the wheels keep beside it
-    env = dict(os.environ, PATH=os.pathsep.join([str(Path(cuobjdump).parent), os.environ.get("PATH", "")]))
+    # cuobjdump runs nvdisasm from PATH: the toolkit and the wheels keep it beside cuobjdump
+    nvdisasm = toolkit.find("nvdisasm")
+    folders = [str(Path(cuobjdump).parent)] + ([str(Path(nvdisasm).parent)] if nvdisasm else [])
+    env = dict(os.environ, PATH=os.pathsep.join(folders + [os.environ.get("PATH", "")]))
     proc = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"cuobjdump -sass {cubin} failed: {(proc.stderr or proc.stdout).strip()[:500]}")
