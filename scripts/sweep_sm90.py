@@ -57,11 +57,11 @@ STAGES_K64 = {128: (4, 6), 64: (4, 8)}
 
 def parse_schedule(text: str) -> tuple[str, tuple[str, ...]]:
     """``NAME=-DMACRO[=V] -UMACRO ...`` (a --schedule argument) as (name, build options)."""
+    from sagelib.cuda.build import macro_options
     name, sep, rest = text.partition("=")
-    options = tuple(shlex.split(rest))
-    if not sep or not name.strip() or not options or any(not o.startswith(("-D", "-U")) for o in options):
+    if not sep or not name.strip() or not rest.strip():
         raise ValueError(f"--schedule: expected NAME=-DMACRO[=VALUE] [-UMACRO ...], got {text!r}")
-    return name.strip(), options
+    return name.strip(), macro_options(shlex.split(rest), "--schedule", f"--schedule {name.strip()}=\"-DSM90_X=1\"")
 
 
 def variants(d: int, ablate: bool = False, only: tuple[str, ...] = (), cta_k: int | None = None,

@@ -139,3 +139,13 @@ def test_cupy_missing_reason_says_how_to_install_and_is_none_when_cupy_imports(m
         assert microbench.unavailable_reason() == reason
     monkeypatch.setattr(sagelib.cuda.importlib, "import_module", lambda name: object())
     assert sagelib.cuda.cupy_missing_reason() is None
+
+
+def test_macro_options_take_definitions_and_removals_only():
+    from sagelib.cuda.build import macro_options
+    assert macro_options(["-DSM90_X=1", "-USM90_Y"], "--option", "-DX=1") == ("-DSM90_X=1", "-USM90_Y")
+    assert macro_options((), "--option", "-DX=1") == ()
+    for bad in ("--use_fast_math", "-D", "SM90_X=1", "-O3"):
+        with pytest.raises(ValueError, match=rf"--flag: expected -DNAME\[=VALUE\] or -UNAME words, got \['{bad}'\]; "
+                                             r"e\.g\. --flag=-DSM90_X=1"):
+            macro_options(["-DOK=1", bad], "--flag", "--flag=-DSM90_X=1")

@@ -83,7 +83,7 @@ def test_family(opcode, family):
     (["--kernel", "quant_kv.cu"], "--kernel: expected one of ['attn_mma.cu', 'attn_sm90.cu'], got 'quant_kv.cu'"),
     (["--arch", "sm_75"], "--arch: expected one of"),
     (["--kernel", "attn_sm90.cu", "--arch", "sm_89"], "--arch: none of ['sm_89'] builds ['attn_sm90.cu']"),
-    (["--option", "SM90_CVT_FOLD=1"], "--option: expected -DNAME[=VALUE] or -UNAME, got ['SM90_CVT_FOLD=1']"),
+    (["--option", "SM90_CVT_FOLD=1"], "--option: expected -DNAME[=VALUE] or -UNAME words, got ['SM90_CVT_FOLD=1']"),
     (["--jobs", "0"], "--jobs: expected a positive number, got 0")])
 def test_the_command_names_the_bad_argument(argv, message, capsys):
     assert cli.main(["kernels", "sass", *argv]) == 2

@@ -323,10 +323,11 @@ def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
                                                                            ("-DSM90_Q_SLOTS=1", "-USM90_TRACE"))
     extra = {**sweep.SCHEDULES, "one Q slot": ("-DSM90_Q_SLOTS=1",)}
     assert [o for n, _, o in sweep.variants(128, only=("one Q slot",), schedules=extra)] == [("-DSM90_Q_SLOTS=1",)]
-    for bad in ("no-equals", "x=--use_fast_math", "=-DX=1"):
+    for bad, expected in (("no-equals", "expected NAME=-DMACRO"), ("=-DX=1", "expected NAME=-DMACRO"),
+                          ("x=--use_fast_math", "expected -DNAME[=VALUE] or -UNAME words, got ['--use_fast_math']")):
         with pytest.raises(SystemExit):
             sweep.main(["--build-only", "--schedule", bad])
-        assert "--schedule: expected NAME=-DMACRO" in capsys.readouterr().err
+        assert f"--schedule: {expected}" in capsys.readouterr().err
     k64 = [(name, stages) for name, stages, _ in sweep.variants(64, cta_k=64) if name == "default"]
     assert k64 == [("default", s) for s in sweep.STAGES_K64[64]]
     with pytest.raises(SystemExit) as exit_info:

@@ -109,15 +109,17 @@ def run_check_command(args) -> int:
 def run_sass_command(args) -> int:
     from sagelib.cli import output_file
     from sagelib.cuda import sass
+    from sagelib.cuda.build import macro_options
     from sagelib.cuda.instances import ONLY_ARCHS
 
     _known("--kernel", args.kernel, sorted(sass.EXP_PASS_TARGETS),
            "give one of those files (repeat --kernel for several), or leave it out for both")
     _known("--arch", args.arch, sass.check.ARCH_PRESETS,
            "give one of those presets (repeat --arch for several), or leave it out for each file's defaults")
-    bad = [o for o in args.option or () if not o.startswith(("-D", "-U"))]
-    if bad:
-        raise UsageError(f"--option: expected -DNAME[=VALUE] or -UNAME, got {bad}; e.g. --option=-DSM90_CVT_FOLD=1")
+    try:
+        options = macro_options(args.option or (), "--option", "--option=-DSM90_CVT_FOLD=1")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if args.jobs < 1:
         raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
     targets = {}
@@ -133,7 +135,7 @@ def run_sass_command(args) -> int:
     if missing:
         raise UsageError(f"the SASS table {missing}")
     json_out = output_file("--json", args.json) if args.json else None  # checked before the compile
-    mixes = sass.exp_pass_mixes(targets, options=tuple(args.option or ()), jobs=args.jobs)
+    mixes = sass.exp_pass_mixes(targets, options=options, jobs=args.jobs)
     print(sass.format_table(mixes))
     if args.option:
         print(f"built with {' '.join(args.option)}")
@@ -142,7 +144,7 @@ def run_sass_command(args) -> int:
         from sagelib.datafile import utc_stamp
         from sagelib.profiling import tool_status
 
-        document = sass.to_json(mixes, tuple(args.option or ()))
+        document = sass.to_json(mixes, options)
         given = [f"--kernel {k}" for k in args.kernel or ()] + [f"--arch {a}" for a in args.arch or ()] \
             + [f"--option={o}" for o in args.option or ()]
         document |= {"created_utc": utc_stamp(), "command": " ".join(["sagelib kernels sass", *given]),

@@ -38,6 +38,17 @@ _ARCH_BY_CAPABILITY = {(8, 9): "sm_89", (9, 0): "sm_90", (12, 0): "sm_120a", (12
 BASE_OPTIONS = ("-std=c++17",)
 
 
+def macro_options(words, argument: str, example: str) -> tuple[str, ...]:
+    """``words`` as a build's extra options, each a macro definition (-DNAME[=VALUE]) or removal (-UNAME): what an
+    experiment's switch needs, and all that NVRTC and nvcc builds here accept from a user. A ValueError names
+    ``argument``, the words that are not macro options, and ``example``."""
+    words = tuple(words)
+    bad = [w for w in words if not (w.startswith(("-D", "-U")) and len(w) > 2)]
+    if bad:
+        raise ValueError(f"{argument}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; e.g. {example}")
+    return words
+
+
 class KernelCompileError(ValueError):
     """A kernel failed to compile; the message lists each diagnostic as ``file:line: text``."""
 

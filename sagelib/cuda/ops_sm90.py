@@ -29,7 +29,7 @@ import torch
 
 from sagelib.contract import presets as P
 from sagelib.cuda import instances
-from sagelib.cuda.build import load_function
+from sagelib.cuda.build import load_function, macro_options
 from sagelib.cuda.launch import F32, I32, launch
 from sagelib.cuda.ops import (
     KernelTarget, PreparedAttention, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
@@ -86,12 +86,8 @@ OPTIONS_ENV = "SAGELIB_SM90_OPTIONS"
 
 def environment_options() -> tuple[str, ...]:
     """The build options in ``$SAGELIB_SM90_OPTIONS`` (shell words, each a -D or -U macro option)."""
-    words = tuple(shlex.split(os.environ.get(OPTIONS_ENV, "")))
-    bad = [w for w in words if not w.startswith(("-D", "-U"))]
-    if bad:
-        raise ValueError(f"{OPTIONS_ENV}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; "
-                         f"unset it or give macro options only, e.g. {OPTIONS_ENV}=\"-DSM90_Q_IN_REGISTERS=1\"")
-    return words
+    return macro_options(shlex.split(os.environ.get(OPTIONS_ENV, "")), OPTIONS_ENV,
+                         f"{OPTIONS_ENV}=\"-DSM90_Q_IN_REGISTERS=1\", or unset it")
 
 
 def unavailable_reason() -> str | None:
