@@ -17,7 +17,8 @@ from sagelib.cli import UsageError
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("kernels", help="check the CUDA kernels (compile for every target, ptxas report)")
+    parser = subparsers.add_parser("kernels", help="the CUDA kernels without a GPU: check (ptxas report), "
+                                   "build (NVRTC cache), sass (the exp pass)")
     sub = parser.add_subparsers(dest="kernels_command", metavar="ACTION")
     check = sub.add_parser("check", help="compile every kernel for every architecture; fail on spills or errors")
     check.add_argument("--kernel", action="append", metavar="FILE.cu", help="only this kernel file (repeatable)")

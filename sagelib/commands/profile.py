@@ -35,7 +35,7 @@ def _target_arguments(parser, required: bool = True) -> None:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("profile", help="ncu counters, compute-sanitizer and ptxas figures for kernels",
+    parser = subparsers.add_parser("profile", help="ncu counters and stall samples, compute-sanitizer, ptxas figures",
                                    description=__doc__.split("\n\n")[0])
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
