@@ -71,6 +71,29 @@ def test_the_exp_pass_is_the_unmasked_block_and_is_counted_by_family():
     assert row_other["all per exp2"] is None and row_other["exp2"] == 0
 
 
+def test_the_change_table_shows_each_familys_move_per_exp2():
+    base = sass.ExpPassMix("k<1>", "sm_90a", {"exp2": 4, "ffma": 4, "i2f": 4, "iadd": 0, "other": 2})
+    switched = sass.ExpPassMix("k<1>", "sm_90a", {"exp2": 4, "ffma": 4, "i2f": 0, "iadd": 4, "fadd": 4, "other": 2})
+    without_exp2 = sass.ExpPassMix("k<2>", "sm_90", {"exp2": 0, "other": 5})
+    only_before = sass.ExpPassMix("k<3>", "sm_90a", {"exp2": 1})
+    table = sass.format_change([base, without_exp2, only_before], [switched, without_exp2], ("-DX=1",))
+    header, columns, row, row_without = table.splitlines()
+    assert header.startswith("-DX=1 against the default build")
+    assert row.split()[2] == "14->18"
+
+    def cell(name):  # the 6 characters under the column's right-aligned heading
+        end = columns.index(f" {name}") + 1 + len(name)
+        return row[end - 6:end].strip()
+
+    assert {name: cell(name) for name in ("ffma", "fadd", "iadd", "i2f", "other", "all")} == \
+        {"ffma": "", "fadd": "+1.00", "iadd": "+1.00", "i2f": "-1.00", "other": "", "all": "+1.00"}
+    assert "n/a" in row_without and "k<3>" not in table
+    assert all(line == line.rstrip() for line in table.splitlines())
+    unchanged = sass.format_change([base], [base], ("-DTYPO=1",))
+    assert unchanged.splitlines()[-1].startswith("no exp pass changed: check the macro's name")
+    assert "no exp pass changed" not in table
+
+
 @pytest.mark.parametrize("opcode, family", [
     ("MUFU.EX2", "exp2"), ("MUFU.RCP", "other"), ("FFMA.FTZ", "ffma"), ("I2FP.F32.S32", "i2f"), ("IADD3", "iadd"),
     ("VIMNMX3", "max"), ("FMNMX", "max"), ("QGMMA.64x64x32.F32.E4M3.E4M3", "mma"), ("LDSM.16.M88.4", "smem"),
@@ -84,7 +107,8 @@ def test_family(opcode, family):
     (["--arch", "sm_75"], "--arch: expected one of"),
     (["--kernel", "attn_sm90.cu", "--arch", "sm_89"], "--arch: none of ['sm_89'] builds ['attn_sm90.cu']"),
     (["--option", "SM90_CVT_FOLD=1"], "--option: expected -DNAME[=VALUE] or -UNAME words, got ['SM90_CVT_FOLD=1']"),
-    (["--jobs", "0"], "--jobs: expected a positive number, got 0")])
+    (["--jobs", "0"], "--jobs: expected a positive number, got 0"),
+    (["--compare"], "--compare: compares a build with --option against the default one")])
 def test_the_command_names_the_bad_argument(argv, message, capsys):
     assert cli.main(["kernels", "sass", *argv]) == 2
     assert message in capsys.readouterr().err
@@ -120,11 +144,19 @@ def test_the_hopper_exp_pass_issues_the_contracts_instructions_per_score_and_lit
 
 @needs_tools
 @pytest.mark.slow
-def test_an_option_reaches_the_compile():
-    """SM90_CVT_BIAS=1 converts through the float bias (an integer add and a float add) instead of I2FP."""
-    default, = [m for m in sass.exp_pass_mixes({"attn_sm90.cu": ("sm_90a",)})
-                if m.kernel == "attn_sm90_kernel<128, 4, 2, 128, false>"]
-    biased, = [m for m in sass.exp_pass_mixes({"attn_sm90.cu": ("sm_90a",)}, options=("-DSM90_CVT_BIAS=1",))
-               if m.kernel == "attn_sm90_kernel<128, 4, 2, 128, false>"]
-    assert default.counts["i2f"] >= 64 and biased.counts["i2f"] <= 2
-    assert biased.counts["iadd"] >= 64 and biased.counts["fadd"] >= default.counts["fadd"] + 64
+def test_an_option_reaches_the_compile(tmp_path, capsys):
+    """SM90_CVT_BIAS=1 converts through the float bias (an integer add and a float add) instead of I2FP;
+    --compare builds both and shows that move."""
+    out = tmp_path / "bias.json"
+    assert cli.main(["kernels", "sass", "--kernel", "attn_sm90.cu", "--option=-DSM90_CVT_BIAS=1", "--compare",
+                     "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    document = json.loads(out.read_text())
+    assert document["options"] == ["-DSM90_CVT_BIAS=1"] and document["command"].endswith("--compare")
+    name = "attn_sm90_kernel<128, 4, 2, 128, false>"
+    biased, = [k["counts"] for k in document["kernels"] if k["kernel"] == name]
+    default, = [k["counts"] for k in document["baseline_kernels"] if k["kernel"] == name]
+    assert default["i2f"] >= 64 and biased["i2f"] <= 2
+    assert biased["iadd"] >= 64 and biased["fadd"] >= default["fadd"] + 64
+    row, = [line for line in printed.split("against the default build")[1].splitlines() if line.startswith(name)]
+    assert "-0.9" in row and "+0.9" in row

@@ -40,6 +40,8 @@ def register(subparsers) -> None:
                            "for attn_mma.cu)")
     sass.add_argument("--option", action="append", metavar="-DNAME[=VALUE]",
                       help="an extra nvcc macro option, e.g. an experiment's switch (repeatable)")
+    sass.add_argument("--compare", action="store_true",
+                      help="with --option: also build without the options and print what they changed, per family")
     sass.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes (default 2)")
     sass.add_argument("--json", metavar="FILE", help="also write the counts as JSON")
     sass.set_defaults(func=run_sass_command)
@@ -121,6 +123,9 @@ def run_sass_command(args) -> int:
         options = macro_options(args.option or (), "--option", "--option=-DSM90_CVT_FOLD=1")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if args.compare and not options:
+        raise UsageError("--compare: compares a build with --option against the default one; give the experiment's "
+                         "switch, e.g. --compare --option=-DSM90_CVT_BIAS=1")
     if args.jobs < 1:
         raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
     targets = {}
@@ -140,14 +145,17 @@ def run_sass_command(args) -> int:
     print(sass.format_table(mixes))
     if args.option:
         print(f"built with {' '.join(args.option)}")
+    baseline = sass.exp_pass_mixes(targets, jobs=args.jobs) if args.compare else None
+    if baseline is not None:
+        print("\n" + sass.format_change(baseline, mixes, options))
     if json_out:
         from sagelib import bench_records
         from sagelib.datafile import utc_stamp
         from sagelib.profiling import tool_status
 
-        document = sass.to_json(mixes, options)
+        document = sass.to_json(mixes, options, baseline)
         given = [f"--kernel {k}" for k in args.kernel or ()] + [f"--arch {a}" for a in args.arch or ()] \
-            + [f"--option={o}" for o in args.option or ()]
+            + [f"--option={o}" for o in args.option or ()] + (["--compare"] if args.compare else [])
         document |= {"created_utc": utc_stamp(), "command": " ".join(["sagelib kernels sass", *given]),
                      "toolchain": {"nvcc": tool_status("nvcc").version, "cuobjdump": sass.find_cuobjdump()}}
         bench_records.write_json(document, json_out)

@@ -211,6 +211,31 @@ def format_table(mixes: list[ExpPassMix]) -> str:
     return "\n".join(lines)
 
 
+def format_change(baseline: list[ExpPassMix], changed: list[ExpPassMix], options: tuple[str, ...]) -> str:
+    """What ``options`` did to each kernel's exp pass: one row per kernel in both lists, the block's length before
+    and after, then each family's change in instructions per exp2 (after minus before; blank where none)."""
+    families = [name for name, _ in FAMILIES if name != "exp2"] + ["other"]
+    before = {(m.kernel, m.arch): m for m in baseline}
+    pairs = [(before[(m.kernel, m.arch)], m) for m in changed if (m.kernel, m.arch) in before]
+    width = max([len("kernel")] + [len(m.kernel) for _, m in pairs])
+
+    def delta(old: ExpPassMix, new: ExpPassMix, name: str | None) -> str:
+        if not (old.exp2 and new.exp2):
+            return f"{'n/a':>6}"
+        change = new.per_exp2(name) - old.per_exp2(name)
+        return f"{change:>+6.2f}" if abs(change) >= 0.005 else f"{'':>6}"
+
+    lines = [f"{' '.join(options)} against the default build: change in instructions per exp2",
+             f"{'kernel':<{width}}  {'arch':<7} {'instr':>12}  " + " ".join(f"{name:>6}" for name in families)
+             + f" {'all':>6}"]
+    for old, new in pairs:
+        lines.append(f"{new.kernel:<{width}}  {new.arch:<7} {old.instructions:>5}->{new.instructions:<5}  "
+                     + " ".join(delta(old, new, name) for name in families) + f" {delta(old, new, None)}")
+    if pairs and all(old.counts == new.counts for old, new in pairs):
+        lines.append("no exp pass changed: check the macro's name (a name no kernel reads changes nothing)")
+    return "\n".join(line.rstrip() for line in lines)
+
+
 SCHEMA = "sagelib.sass_exp_pass/1"
 
 
@@ -238,8 +263,15 @@ def exp_pass_table(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS) -> di
     return {"mixes": [], "reason": reason}
 
 
-def to_json(mixes: list[ExpPassMix], options: tuple[str, ...] = ()) -> dict:
-    """The table as a document: each kernel's counts by family, and the nvcc options it was built with."""
-    return {"schema": SCHEMA, "options": list(options),
-            "kernels": [{"kernel": m.kernel, "arch": m.arch, "instructions": m.instructions, "exp2": m.exp2,
-                         "counts": m.counts} for m in mixes]}
+def to_json(mixes: list[ExpPassMix], options: tuple[str, ...] = (),
+            baseline: list[ExpPassMix] | None = None) -> dict:
+    """The table as a document: each kernel's counts by family, and the nvcc options it was built with; with
+    ``baseline``, the same kernels built without the options as well."""
+    def kernels(found: list[ExpPassMix]) -> list[dict]:
+        return [{"kernel": m.kernel, "arch": m.arch, "instructions": m.instructions, "exp2": m.exp2,
+                 "counts": m.counts} for m in found]
+
+    document = {"schema": SCHEMA, "options": list(options), "kernels": kernels(mixes)}
+    if baseline is not None:
+        document["baseline_kernels"] = kernels(baseline)
+    return document
