@@ -143,9 +143,26 @@ def test_cupy_missing_reason_says_how_to_install_and_is_none_when_cupy_imports(m
 
 def test_macro_options_take_definitions_and_removals_only():
     from sagelib.cuda.build import macro_options
-    assert macro_options(["-DSM90_X=1", "-USM90_Y"], "--option", "-DX=1") == ("-DSM90_X=1", "-USM90_Y")
+    assert macro_options(["-DSM90_CVT_BIAS=1", "-USM90_TRACE"], "--option", "-DX=1") == ("-DSM90_CVT_BIAS=1",
+                                                                                         "-USM90_TRACE")
     assert macro_options((), "--option", "-DX=1") == ()
-    for bad in ("--use_fast_math", "-D", "SM90_X=1", "-O3"):
+    for bad in ("--use_fast_math", "-D", "SM90_X=1", "-O3", "-D1X"):
         with pytest.raises(ValueError, match=rf"--flag: expected -DNAME\[=VALUE\] or -UNAME words, got \['{bad}'\]; "
                                              r"e\.g\. --flag=-DSM90_X=1"):
-            macro_options(["-DOK=1", bad], "--flag", "--flag=-DSM90_X=1")
+            macro_options(["-DSM90_TRACE=1", bad], "--flag", "--flag=-DSM90_X=1")
+
+
+def test_a_macro_no_kernel_reads_is_refused(tmp_path, monkeypatch):
+    """A misspelt switch would build the default kernel and time it as the experiment."""
+    from sagelib.cuda.build import kernel_identifiers, macro_options
+    with pytest.raises(ValueError, match=r"--flag: no kernel source reads the macro of \['-DSM90_CVT_BAIS=1'\]"):
+        macro_options(["-DSM90_CVT_BIAS=1", "-DSM90_CVT_BAIS=1"], "--flag", "--flag=-DSM90_CVT_BIAS=1")
+    # the identifiers are read again when a source changes
+    kernels = tmp_path / "kernels"
+    (kernels / "include").mkdir(parents=True)
+    (kernels / "k.cu").write_text("#ifndef OLD_SWITCH\n#endif\n")
+    monkeypatch.setattr(build, "KERNELS_DIR", kernels)
+    monkeypatch.setattr(build, "INCLUDE_DIR", kernels / "include")
+    assert "OLD_SWITCH" in kernel_identifiers() and "NEW_SWITCH" not in kernel_identifiers()
+    (kernels / "include" / "h.cuh").write_text("#if NEW_SWITCH\n#endif\n")
+    assert macro_options(["-DNEW_SWITCH=1"], "--flag", "") == ("-DNEW_SWITCH=1",)

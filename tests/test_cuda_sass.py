@@ -108,7 +108,8 @@ def test_family(opcode, family):
     (["--kernel", "attn_sm90.cu", "--arch", "sm_89"], "--arch: none of ['sm_89'] builds ['attn_sm90.cu']"),
     (["--option", "SM90_CVT_FOLD=1"], "--option: expected -DNAME[=VALUE] or -UNAME words, got ['SM90_CVT_FOLD=1']"),
     (["--jobs", "0"], "--jobs: expected a positive number, got 0"),
-    (["--compare"], "--compare: compares a build with --option against the default one")])
+    (["--compare"], "--compare: compares a build with --option against the default one"),
+    (["--option=-DSM90_CVT_BAIS=1"], "--option: no kernel source reads the macro of ['-DSM90_CVT_BAIS=1']")])
 def test_the_command_names_the_bad_argument(argv, message, capsys):
     assert cli.main(["kernels", "sass", *argv]) == 2
     assert message in capsys.readouterr().err

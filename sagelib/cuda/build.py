@@ -41,12 +41,34 @@ BASE_OPTIONS = ("-std=c++17",)
 def macro_options(words, argument: str, example: str) -> tuple[str, ...]:
     """``words`` as a build's extra options, each a macro definition (-DNAME[=VALUE]) or removal (-UNAME): what an
     experiment's switch needs, and all that NVRTC and nvcc builds here accept from a user. A ValueError names
-    ``argument``, the words that are not macro options, and ``example``."""
+    ``argument``, the words that are not macro options or name a macro no kernel source reads (a misspelt switch
+    would build the default and time it as the experiment), and ``example``."""
     words = tuple(words)
-    bad = [w for w in words if not (w.startswith(("-D", "-U")) and len(w) > 2)]
+    bad = [w for w in words if not _MACRO_WORD.fullmatch(w)]
     if bad:
         raise ValueError(f"{argument}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; e.g. {example}")
+    unread = [w for w in words if _MACRO_WORD.fullmatch(w).group("name") not in kernel_identifiers()]
+    if unread:
+        raise ValueError(f"{argument}: no kernel source reads the macro of {unread} (kernels/*.cu and kernels/include "
+                         f"searched), so it would build the default; check the name, e.g. {example}")
     return words
+
+
+_MACRO_WORD = re.compile(r"-[DU](?P<name>[A-Za-z_][A-Za-z0-9_]*)(=.*)?", re.S)
+
+
+def kernel_identifiers() -> frozenset[str]:
+    """Every identifier in the kernel sources (kernels/*.cu, kernels/include/), read again when a file changes."""
+    files = sorted(p for p in [*KERNELS_DIR.glob("*.cu"), *INCLUDE_DIR.rglob("*")] if p.is_file())
+    return _identifiers_of(tuple((str(p), p.stat().st_mtime_ns) for p in files))
+
+
+@lru_cache(maxsize=4)
+def _identifiers_of(stamped_files: tuple[tuple[str, int], ...]) -> frozenset[str]:
+    found: set[str] = set()
+    for path, _ in stamped_files:
+        found.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", Path(path).read_text(errors="replace")))
+    return frozenset(found)
 
 
 class KernelCompileError(ValueError):

@@ -21,6 +21,7 @@ Only an sm_90 GPU runs it (wgmma, TMA and setmaxnreg are sm_90a instructions);
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 from dataclasses import dataclass
@@ -85,9 +86,15 @@ OPTIONS_ENV = "SAGELIB_SM90_OPTIONS"
 
 
 def environment_options() -> tuple[str, ...]:
-    """The build options in ``$SAGELIB_SM90_OPTIONS`` (shell words, each a -D or -U macro option)."""
-    return macro_options(shlex.split(os.environ.get(OPTIONS_ENV, "")), OPTIONS_ENV,
-                         f"{OPTIONS_ENV}=\"-DSM90_Q_IN_REGISTERS=1\", or unset it")
+    """The build options in ``$SAGELIB_SM90_OPTIONS`` (shell words, each a -D or -U macro option that a kernel
+    source reads)."""
+    return _options_of(os.environ.get(OPTIONS_ENV, ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _options_of(text: str) -> tuple[str, ...]:
+    """Checked once per value: every launch asks, and the check reads the kernel sources' names."""
+    return macro_options(shlex.split(text), OPTIONS_ENV, f"{OPTIONS_ENV}=\"-DSM90_Q_IN_REGISTERS=1\", or unset it")
 
 
 def unavailable_reason() -> str | None:
