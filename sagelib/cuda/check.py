@@ -150,6 +150,16 @@ def load_baseline(path: Path = BASELINE_PATH) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(path.read_text()).get("spill_store_bytes", {}).items()}
 
 
+def require_known(files, archs) -> None:
+    """ValueError naming the first kernel file or architecture preset that sagelib does not build."""
+    for f in files:
+        if f not in INSTANCES:
+            raise ValueError(f"kernel: expected one of {sorted(INSTANCES)}, got {f!r}")
+    for a in archs:
+        if a not in ARCH_PRESETS:
+            raise ValueError(f"arch: expected one of {list(ARCH_PRESETS)}, got {a!r}")
+
+
 def run_check(files: list[str] | None = None, archs: list[str] | None = None, *, jobs: int = 2,
               baseline: dict[str, int] | None = None) -> CheckResult:
     nvcc = nvcc_path()
@@ -157,12 +167,7 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
         raise FileNotFoundError(toolkit.not_found("nvcc"))
     files = files or sorted(INSTANCES)
     archs = archs or list(ARCH_PRESETS)
-    for f in files:
-        if f not in INSTANCES:
-            raise ValueError(f"kernel: expected one of {sorted(INSTANCES)}, got {f!r}")
-    for a in archs:
-        if a not in ARCH_PRESETS:
-            raise ValueError(f"arch: expected one of {list(ARCH_PRESETS)}, got {a!r}")
+    require_known(files, archs)
     baseline = load_baseline() if baseline is None else baseline
     with tempfile.TemporaryDirectory(prefix="sagelib-check-") as tmp:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -179,10 +179,7 @@ def exp_pass_mixes(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS, *, op
         raise RuntimeError(f"the SASS table {missing}")
     nvcc, cuobjdump = check.nvcc_path(), find_cuobjdump()
     pairs = [(file, arch) for file, archs in targets.items() for arch in archs]
-    for file, arch in pairs:
-        if file not in check.INSTANCES or arch not in check.ARCH_PRESETS:
-            raise ValueError(f"targets: expected kernel files of {sorted(check.INSTANCES)} and architectures of "
-                             f"{list(check.ARCH_PRESETS)}, got {file!r} for {arch!r}")
+    check.require_known([file for file, _ in pairs], [arch for _, arch in pairs])
     mixes = []
     with tempfile.TemporaryDirectory(prefix="sagelib-sass-") as tmp:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
