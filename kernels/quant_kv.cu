@@ -28,8 +28,7 @@
 // and the head length). Deadlock-free when lag >= items per head: every stats
 // item an apply item waits for holds a smaller ticket, and stats items never wait.
 //
-// Layout: ROWS * D / 32 threads per block (items of ROWS = 128 tokens; 64 as an experiment, seq 167),
-// each one 16-byte chunk of 4 rows (quant_int8.cuh's
+// Layout: 4 * D threads per block, each one 16-byte chunk of 4 rows (quant_int8.cuh's
 // quad layout), so a stats item has 8 loads per thread in flight and an apply item
 // re-reads the same 8. V is transposed through shared memory as 32-bit words of 4
 // tokens of one channel (built in registers from the quad), rows of 128 bytes per
@@ -49,6 +48,8 @@
 //     (32-40 registers, 3-4 blocks per SM: occupancy pays for each tensor alone, less than K and V overlapping here)
 //   the same two launches side by side on two streams, 1-3 K and  0.46-0.91x  (seq 144)
 //     1-2 V blocks per SM (the K launch bounds the pair whatever its share of the SM)
+//   items of 64 tokens, 2 * D threads, 4 blocks per SM (sm89)     0.85-0.90x at N16384, 1.03x at B32 N1024 (seq 168)
+//     (tree af5780c; shorter barriers pay only where a head has few items)
 #include "quant_int8.cuh"
 
 struct KVArgs {
@@ -87,7 +88,6 @@ struct KVItem {
   i64 k_head, v_head, kq_head;  // element offsets of the head's token 0 in k, v and k_int8
 };
 
-template <int ROWS>
 SAGE_DEVICE KVItem decode_ticket(const KVArgs &a, int t, int items_per_head, int n_items) {
   KVItem it = {KV_END, 0, 0, 0, 0, 0};
   if (t >= 2 * n_items) return it;
@@ -97,7 +97,7 @@ SAGE_DEVICE KVItem decode_ticket(const KVArgs &a, int t, int items_per_head, int
   const int bh = item / items_per_head, b = bh / a.heads, h = bh % a.heads;
   it.kind = apply ? KV_APPLY : KV_STATS;
   it.bh = bh;
-  it.row0 = (item - bh * items_per_head) * ROWS;
+  it.row0 = (item - bh * items_per_head) * QUANT_ROWS;
   it.k_head = b * a.k_sb + h * a.k_sh;
   it.v_head = b * a.v_sb + h * a.v_sh;
   it.kq_head = b * a.kq_sb + h * a.kq_sh;
@@ -111,9 +111,9 @@ SAGE_DEVICE u32x4 permute16(u32x4 w) {
                byte_perm(w.y, w.w, 0x5410u), byte_perm(w.y, w.w, 0x7632u)};
 }
 
-template <int D, int ROWS>
+template <int D>
 struct KVSmem {
-  static constexpr int WARPS = QuadLayout<D, ROWS>::THREADS / 32;
+  static constexpr int WARPS = QuadLayout<D>::THREADS / 32;
   QuantSmem quant;
   float km[D];       // k mean (a value of the input dtype) as fp32, at by_element(channel)
   alignas(16) u16 km_bits[D];  // the same in the input dtype (read in 16-byte vectors)
@@ -123,7 +123,7 @@ struct KVSmem {
       double sum[WARPS][64];  // per-warp partial k sums of the warp's 64 channels
       u32 amax[WARPS][64];    // per-warp v amax (fp32 bits)
     } stats;
-    u32 vt[D * ROWS / 4];  // e4m3 V tile: row per channel, ROWS / 4 words of 4 tokens, swizzled
+    u32 vt[D * QUANT_ROWS / 4];  // e4m3 V tile: row per channel, 32 words of 4 tokens, swizzled
   } u;
   int head_complete;  // the stats item just counted was its head's last
 };
@@ -139,15 +139,10 @@ SAGE_DEVICE u32 by_element(u32 channel) { return (channel % 8) * (D / 8) + chann
 // read back are a permutation of 32 consecutive slots.
 SAGE_DEVICE u32 stats_slot(u32 c) { return (c & ~7u) | ((c ^ (c >> 3)) & 7u); }
 
-// Word index in the V tile of tokens [4 * quad, 4 * quad + 4) of channel ch: row ch of ROWS / 4
-// words, its G = ROWS / 16 16-byte groups XOR-swizzled by (ch / 8) % G. For the 8 channels of
-// chunk c (ch = 8c + e) the swizzle is c % G for all of them, so the word is vt_word(8c, quad) + e * ROWS / 4.
-// (At 64 rows a row is half a bank line and the word stores are 2-way conflicted.)
-template <int ROWS>
-SAGE_DEVICE u32 vt_word(u32 ch, u32 quad) {
-  constexpr u32 G = ROWS / 16;
-  return ch * (ROWS / 4) + 4 * ((quad >> 2) ^ ((ch >> 3) & (G - 1))) + (quad & 3);
-}
+// Word index in the V tile of tokens [4 * quad, 4 * quad + 4) of channel ch: row ch of 32
+// words, its 16-byte groups XOR-swizzled by (ch / 8) % 8. For the 8 channels of chunk c
+// (ch = 8c + e) the swizzle is c % 8 for all of them, so the word is vt_word(8c, quad) + 32e.
+SAGE_DEVICE u32 vt_word(u32 ch, u32 quad) { return ch * 32 + 4 * ((quad >> 2) ^ ((ch >> 3) & 7)) + (quad & 3); }
 
 // Element e of a 16-byte row piece as fp64 (exact; one conversion for fp16).
 template <bool BF16>
@@ -216,9 +211,9 @@ SAGE_DEVICE void channel_words(const KVArgs &a, int bh, u32 tid, u32 &kw, u32 &v
   }
 }
 
-template <int D, bool BF16, int ROWS>
-SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D, ROWS> &sm) {
-  using L = QuadLayout<D, ROWS>;
+template <int D, bool BF16>
+SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
+  using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
   u32x4 kr[4], vr[4];
   if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
@@ -268,13 +263,13 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
     if (a.do_k) {
       double total = 0.0;
 #pragma unroll
-      for (u32 w = 0; w < KVSmem<D, ROWS>::WARPS; w += HALVES) total += sm.u.stats.sum[w + half][at_col];
+      for (u32 w = 0; w < KVSmem<D>::WARPS; w += HALVES) total += sm.u.stats.sum[w + half][at_col];
       atomicAdd(a.k_sum + at, total);
     }
     if (a.do_v) {
       u32 m = 0u;
 #pragma unroll
-      for (u32 w = 0; w < KVSmem<D, ROWS>::WARPS; w += HALVES) m = max(m, sm.u.stats.amax[w + half][at_col]);
+      for (u32 w = 0; w < KVSmem<D>::WARPS; w += HALVES) m = max(m, sm.u.stats.amax[w + half][at_col]);
       atomicMax(a.v_amax + at, m);
     }
   }
@@ -291,9 +286,9 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
   if (tid < D && sm.head_complete) finalize_channel<D, BF16>(a, it.bh, tid);
 }
 
-template <int D, bool BF16, bool CUDA_FLAVOUR, int ROWS>
-SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D, ROWS> &sm) {
-  using L = QuadLayout<D, ROWS>;
+template <int D, bool BF16, bool CUDA_FLAVOUR>
+SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
+  using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
   u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
   if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
@@ -307,7 +302,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
   }
   __syncthreads();
   if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
-    u32 *vt = &sm.u.vt[vt_word<ROWS>(c * 8, L::row(tid) / 4)];
+    u32 *vt = &sm.u.vt[vt_word(c * 8, L::row(tid) / 4)];
     const float *vmult = &sm.vmult[c];
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
@@ -315,7 +310,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
       // Rows past N read 0 and stay 0: the zero padding of the transposed tile.
       const u32 lo = e4m3x2(__fmul_rn(element<BF16>(vr[0], e), mult), __fmul_rn(element<BF16>(vr[1], e), mult));
       const u32 hi = e4m3x2(__fmul_rn(element<BF16>(vr[2], e), mult), __fmul_rn(element<BF16>(vr[3], e), mult));
-      vt[(ROWS / 4) * e] = lo | (hi << 16);
+      vt[32 * e] = lo | (hi << 16);
     }
   }
   if (a.do_k) {
@@ -331,7 +326,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
         kr[k].z = sub2<BF16>(kr[k].z, m.z); kr[k].w = sub2<BF16>(kr[k].w, m.w);
       }
     }
-    quantize_tile_int8<D, BF16, CUDA_FLAVOUR, CUDA_FLAVOUR, ROWS>(
+    quantize_tile_int8<D, BF16, CUDA_FLAVOUR, CUDA_FLAVOUR>(
         kr, km, a.k_int8 + it.kq_head, a.kq_sn, a.k_scale + (i64)it.bh * a.k_groups,
         a.n_tokens, it.row0, a.geo, a.k_groups, sm.quant, tid);
   }
@@ -339,9 +334,9 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
     if (!a.do_k) __syncthreads();  // (with K, quantize_tile_int8's barriers order the tile writes)
     u8 *out = a.v_fp8 + (i64)it.bh * D * a.n_pad;
 #pragma unroll
-    for (u32 i = 0; i < D * (ROWS / 16) / L::THREADS; ++i) {
-      const u32 idx = tid + L::THREADS * i, group = idx % (ROWS / 16), ch = idx / (ROWS / 16);
-      u32x4 w = *reinterpret_cast<const u32x4 *>(&sm.u.vt[vt_word<ROWS>(ch, 4 * group)]);
+    for (u32 i = 0; i < D * 8 / L::THREADS; ++i) {
+      const u32 idx = tid + L::THREADS * i, group = idx % 8, ch = idx / 8;
+      u32x4 w = *reinterpret_cast<const u32x4 *>(&sm.u.vt[vt_word(ch, 4 * group)]);
       if (a.permute_v) w = permute16(w);
       const int p0 = it.row0 + 16 * (int)group;
       if (p0 < a.n_pad) store_stream(out + (i64)ch * a.n_pad + p0, w);
@@ -350,24 +345,23 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
 }
 
 // Plain scalar parameters (no struct by value): what any launcher can pass.
-template <int D, bool BF16, bool CUDA_FLAVOUR, int ROWS>
-__global__ void __launch_bounds__(QuadLayout<D, ROWS>::THREADS, QUANT_KV_THREADS_PER_SM / QuadLayout<D, ROWS>::THREADS)
-quant_kv_kernel(
+template <int D, bool BF16, bool CUDA_FLAVOUR>
+__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_SM / (4 * D)) quant_kv_kernel(
     const u16 *k, i64 k_sb, i64 k_sh, i64 k_sn, const u16 *v, i64 v_sb, i64 v_sh, i64 v_sn,
     i8 *k_int8, i64 kq_sb, i64 kq_sh, i64 kq_sn, float *k_scale, int k_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift, u16 *km, u8 *v_fp8, float *v_scale, int n_pad,
     float v_scale_max, float inv_v_scale_max, int permute_v, int *workspace_ints, double *k_sum, u32 *v_amax,
     u32 *km_word, u32 *vmult_word, int n_tokens, int heads, int batch, int lag, int do_k, int do_v, double inv_n) {
-  __shared__ KVSmem<D, ROWS> sm;
+  __shared__ KVSmem<D> sm;
   __shared__ KVItem s_item[2];
   const KVArgs a = {k, k_sb, k_sh, k_sn, v, v_sb, v_sh, v_sn, k_int8, kq_sb, kq_sh, kq_sn,
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
                     v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, inv_n};
-  const int items_per_head = (a.n_tokens + ROWS - 1) / ROWS;
+  const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;
-  if (threadIdx.x == 0) s_item[0] = decode_ticket<ROWS>(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
+  if (threadIdx.x == 0) s_item[0] = decode_ticket(a, atomicAdd(a.ticket, 1), items_per_head, n_items);
   __syncthreads();
   for (int i = 0;; ++i) {
     // s_item is double-buffered: thread 0 takes the next ticket as the item starts and
@@ -379,11 +373,11 @@ quant_kv_kernel(
     int next = 0;
     if (tid == 0) next = atomicAdd(a.ticket, 1);
     if (it.kind == KV_APPLY) {
-      apply_item<D, BF16, CUDA_FLAVOUR, ROWS>(a, it, tid, sm);
+      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm);
     } else {
-      stats_item<D, BF16, ROWS>(a, it, items_per_head, tid, sm);
+      stats_item<D, BF16>(a, it, items_per_head, tid, sm);
     }
-    if (tid == 0) s_item[(i + 1) & 1] = decode_ticket<ROWS>(a, next, items_per_head, n_items);
+    if (tid == 0) s_item[(i + 1) & 1] = decode_ticket(a, next, items_per_head, n_items);
     __syncthreads();  // also: the item's shared memory is free for the next one
   }
 }

@@ -116,31 +116,6 @@ def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
     assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes ({msg})"
 
 
-@gpu
-@pytest.mark.parametrize("n,d,dtype,gran,flavour", [(4099, 64, torch.float16, "per_thread", "triton"),
-                                                     (1000, 128, torch.bfloat16, "per_warp", "cuda"),
-                                                     (65, 128, torch.float16, "per_thread", "cuda")])
-def test_kv_items_of_64_tokens_give_the_default_bits(n, d, dtype, gran, flavour):
-    """rows=64 (seq 167's experiment): the sm89 preset's K groups close within 64 tokens, so nothing may move."""
-    seed = _seed()
-    _, k, v = _inputs(2, 3, 3, 64, n, d, dtype, "HND", seed)
-    runs = [ops._quantize_kv(k, v, preset="sm89", granularity=gran, flavour=flavour, pv_accum="fp32+fp32",
-                             layout="HND", do_k=True, do_v=True, rows=rows) for rows in (128, 64)]
-    for field in ("k_int8", "k_scale", "km", "v_fp8", "v_scale"):
-        a, b = (getattr(r, field) for r in runs)
-        assert torch.equal(a.view(torch.uint8) if a.element_size() == 1 else a,
-                           b.view(torch.uint8) if b.element_size() == 1 else b), f"{field} differs (seed={seed})"
-
-
-def test_kv_item_rows_are_checked():
-    k = torch.randn(1, 2, 8, 64, dtype=torch.float16)
-    common = dict(granularity="per_thread", flavour="triton", pv_accum="fp32+fp32", layout="HND", do_k=True, do_v=True)
-    with pytest.raises(ValueError, match=r"rows: expected 128 or 64 tokens per item, got 32"):
-        ops._quantize_kv(k, k, preset="sm89", rows=32, **common)
-    with pytest.raises(ValueError, match="rows: 64-token items split the sm90 preset's K scale groups; use 128"):
-        ops._quantize_kv(k, k, preset="sm90", rows=64, **common)
-
-
 # Non-finite input (the contract refuses it; check_finite=False, which CUDA graph capture needs,
 # lets it through) must still come back. These run in a child process with a timeout, because
 # the bug they guard against hung the GPU rather than failing.

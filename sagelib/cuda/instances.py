@@ -15,8 +15,8 @@ def quant_int8(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
     return f"quant_int8_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
 
-def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool, rows: int = 128) -> str:
-    return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}, {rows}>"
+def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
+    return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
 
 def attn_mma(head_dim: int, pv_fp16: bool) -> str:
@@ -54,8 +54,7 @@ def attn_sm90_built(head_dim: int, stages: int, consumers: int, block_keys: int)
 
 INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
-    "quant_kv.cu": tuple(quant_kv(d, bf, cf, rows) for rows in (128, 64) for d in HEAD_DIMS for bf in (False, True)
-                         for cf in (False, True)),
+    "quant_kv.cu": tuple(quant_kv(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
     # Phase 1 unit microbenchmarks (sagelib.microbench); extern "C", so the names are plain
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",

@@ -64,10 +64,9 @@ class GroupGeometry:
                 I32(shift(self.div) - 1))
 
 
-def quant_threads(width: int, rows: int = QUANT_ROWS) -> int:
-    """Threads per quantizer block for tiles of ``rows`` tokens: one 16-byte chunk of 4 rows each (4 * head_dim
-    at 128 rows)."""
-    return rows * width // 32
+def quant_threads(width: int) -> int:
+    """Threads per quantizer block: 4 * head_dim (one 16-byte chunk of 4 rows each)."""
+    return 4 * width
 
 
 def q_geometry(preset: str, granularity: str) -> GroupGeometry:
@@ -158,18 +157,12 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None, rows: int = QUANT_ROWS) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
-    ``rows``: tokens per work item, 128 or 64 (an experiment, log seq 167); 64 needs K's scale groups to close
-    within 64 tokens (the sm89 preset's).
     """
-    if rows not in (QUANT_ROWS, 64):
-        raise ValueError(f"rows: expected 128 or 64 tokens per item, got {rows!r}")
-    if rows != QUANT_ROWS and do_k and rows % k_geometry(preset, granularity).tile:
-        raise ValueError(f"rows: 64-token items split the {preset} preset's K scale groups; use 128")
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
     dev = x.device
@@ -201,10 +194,10 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
-    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda", rows))
-    items_per_head = -(-n // rows)
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
+    items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
-    threads = quant_threads(d, rows)
+    threads = quant_threads(d)
     resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
     grid = min(2 * n_items, resident)
     lag = kv_lag(grid, items_per_head)
