@@ -50,15 +50,8 @@
 //     1-2 V blocks per SM (the K launch bounds the pair whatever its share of the SM)
 //   items of 64 tokens, 2 * D threads, 4 blocks per SM (sm89)     0.85-0.90x at N16384, 1.03x at B32 N1024 (seq 168)
 //     (tree af5780c; shorter barriers pay only where a head has few items)
+//   items of two 128-token tiles, per-item costs paid once per 256  0.86-0.91x  (seq 170; tree feb8734)
 #include "quant_int8.cuh"
-
-// Tiles of QUANT_ROWS tokens per work item (an experiment, log seq 169: 2 halves a stats item's atomics, count and
-// ticket per byte, and an apply item's poll, first barrier and ticket; each tile still has its own loads and the
-// quantizer's two barriers).
-#ifndef QUANT_KV_ITEM_TILES
-#define QUANT_KV_ITEM_TILES 1
-#endif
-#define KV_ITEM_ROWS (QUANT_ROWS * QUANT_KV_ITEM_TILES)
 
 struct KVArgs {
   const u16 *k; i64 k_sb, k_sh, k_sn;
@@ -105,7 +98,7 @@ SAGE_DEVICE KVItem decode_ticket(const KVArgs &a, int t, int items_per_head, int
   const int bh = item / items_per_head, b = bh / a.heads, h = bh % a.heads;
   it.kind = apply ? KV_APPLY : KV_STATS;
   it.bh = bh;
-  it.row0 = (item - bh * items_per_head) * KV_ITEM_ROWS;
+  it.row0 = (item - bh * items_per_head) * QUANT_ROWS;
   it.k_head = b * a.k_sb + h * a.k_sh;
   it.v_head = b * a.v_sb + h * a.v_sh;
   it.kq_head = b * a.kq_sb + h * a.kq_sh;
@@ -223,7 +216,6 @@ template <int D, bool BF16>
 SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
-#if QUANT_KV_ITEM_TILES == 1
   u32x4 kr[4], vr[4];
   if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
   if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
@@ -263,61 +255,6 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
       for (u32 e = 0; e < 8; ++e) sm.u.stats.amax[warp][lane * 8 + (e ^ lane)] = __float_as_uint(element<BF16>(m, e));
     }
   }
-#else  // the item's tiles summed in registers first
-  double sum[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-  u32x4 m = {0u, 0u, 0u, 0u};
-#pragma unroll 1
-  for (int tile = 0; tile < QUANT_KV_ITEM_TILES; ++tile) {
-    const int row0 = it.row0 + tile * QUANT_ROWS;
-    u32x4 kr[4], vr[4];
-    if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, row0, tid);
-    if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, row0, tid);
-    if (a.do_k) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        // Rows past N read 0. fp16 sums are exact in fp64 (bf16 ones whenever they fit 53 bits),
-        // so the order is free: the atomics add the items in any order anyway.
-        const double s = __dadd_rn(__dadd_rn(element_f64<BF16>(kr[0], e), element_f64<BF16>(kr[1], e)),
-                                   __dadd_rn(element_f64<BF16>(kr[2], e), element_f64<BF16>(kr[3], e)));
-        sum[e] = __dadd_rn(sum[e], s);
-      }
-    }
-    if (a.do_v) {
-      u32x4 t = vr[0];
-      t.x &= 0x7fff7fffu; t.y &= 0x7fff7fffu; t.z &= 0x7fff7fffu; t.w &= 0x7fff7fffu;
-#pragma unroll
-      for (int k = 1; k < 4; ++k) {
-        t.x = abs_max2<BF16>(t.x, vr[k].x); t.y = abs_max2<BF16>(t.y, vr[k].y);
-        t.z = abs_max2<BF16>(t.z, vr[k].z); t.w = abs_max2<BF16>(t.w, vr[k].w);
-      }
-      m = u32x4{max2<BF16>(m.x, t.x), max2<BF16>(m.y, t.y), max2<BF16>(m.z, t.z), max2<BF16>(m.w, t.w)};
-    }
-  }
-  if (a.do_k) {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-#pragma unroll
-      for (int off = 8; off < 32; off <<= 1) sum[e] += __shfl_xor_sync(0xffffffffu, sum[e], off);
-    }
-    if (lane < 8) {
-#pragma unroll
-      for (u32 e = 0; e < 8; ++e) sm.u.stats.sum[warp][lane * 8 + (e ^ lane)] = sum[e];
-    }
-  }
-  if (a.do_v) {
-#pragma unroll
-    for (int off = 8; off < 32; off <<= 1) {
-      m.x = max2<BF16>(m.x, __shfl_xor_sync(0xffffffffu, m.x, off));
-      m.y = max2<BF16>(m.y, __shfl_xor_sync(0xffffffffu, m.y, off));
-      m.z = max2<BF16>(m.z, __shfl_xor_sync(0xffffffffu, m.z, off));
-      m.w = max2<BF16>(m.w, __shfl_xor_sync(0xffffffffu, m.w, off));
-    }
-    if (lane < 8) {
-#pragma unroll
-      for (u32 e = 0; e < 8; ++e) sm.u.stats.amax[warp][lane * 8 + (e ^ lane)] = __float_as_uint(element<BF16>(m, e));
-    }
-  }
-#endif
   __syncthreads();
   if (tid < D) {
     // Channel tid lives in the warps whose half of the row (warp % (CPR / 8)) holds it.
@@ -350,22 +287,21 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
   if (tid < D && sm.head_complete) finalize_channel<D, BF16>(a, it.bh, tid);
 }
 
-// The tile of QUANT_ROWS tokens at it.row0 + tile_row of an apply item; the first waits for the head's words.
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-SAGE_DEVICE void apply_tile(const KVArgs &a, const KVItem &it, int tile_row, bool first_tile, u32 tid, KVSmem<D> &sm) {
+SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
   u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
-  if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0 + tile_row, tid);
-  if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0 + tile_row, tid);
-  if (first_tile && tid < D) {
+  if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
+  if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
+  if (tid < D) {
     u32 kw, vw;
     channel_words<D>(a, it.bh, tid, kw, vw);
     sm.km[by_element<D>(tid)] = bits_to_float<BF16>((u16)kw);
     sm.km_bits[tid] = (u16)kw;
     sm.vmult[by_element<D>(tid)] = __uint_as_float(vw & ~VMULT_VALID);
   }
-  __syncthreads();  // tile 0: the head's words; later tiles: the last tile's V tile has been read
+  __syncthreads();
   if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
     u32 *vt = &sm.u.vt[vt_word(c * 8, L::row(tid) / 4)];
     const float *vmult = &sm.vmult[c];
@@ -393,7 +329,7 @@ SAGE_DEVICE void apply_tile(const KVArgs &a, const KVItem &it, int tile_row, boo
     }
     quantize_tile_int8<D, BF16, CUDA_FLAVOUR, CUDA_FLAVOUR>(
         kr, km, a.k_int8 + it.kq_head, a.kq_sn, a.k_scale + (i64)it.bh * a.k_groups,
-        a.n_tokens, it.row0 + tile_row, a.geo, a.k_groups, sm.quant, tid);
+        a.n_tokens, it.row0, a.geo, a.k_groups, sm.quant, tid);
   }
   if (a.do_v) {
     if (!a.do_k) __syncthreads();  // (with K, quantize_tile_int8's barriers order the tile writes)
@@ -403,21 +339,10 @@ SAGE_DEVICE void apply_tile(const KVArgs &a, const KVItem &it, int tile_row, boo
       const u32 idx = tid + L::THREADS * i, group = idx % 8, ch = idx / 8;
       u32x4 w = *reinterpret_cast<const u32x4 *>(&sm.u.vt[vt_word(ch, 4 * group)]);
       if (a.permute_v) w = permute16(w);
-      const int p0 = it.row0 + tile_row + 16 * (int)group;
+      const int p0 = it.row0 + 16 * (int)group;
       if (p0 < a.n_pad) store_stream(out + (i64)ch * a.n_pad + p0, w);
     }
   }
-}
-
-template <int D, bool BF16, bool CUDA_FLAVOUR>
-SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
-#if QUANT_KV_ITEM_TILES == 1
-  apply_tile<D, BF16, CUDA_FLAVOUR>(a, it, 0, true, tid, sm);
-#else
-#pragma unroll 1
-  for (int tile = 0; tile < QUANT_KV_ITEM_TILES; ++tile)
-    apply_tile<D, BF16, CUDA_FLAVOUR>(a, it, tile * QUANT_ROWS, tile == 0, tid, sm);
-#endif
 }
 
 // Plain scalar parameters (no struct by value): what any launcher can pass.
@@ -434,7 +359,7 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
                     k_scale, k_groups, {tile_shift, per_tile_shift, mod_mask, div_shift}, km, v_fp8, v_scale,
                     n_pad, v_scale_max, inv_v_scale_max, permute_v, workspace_ints, workspace_ints + 1, k_sum,
                     v_amax, km_word, vmult_word, n_tokens, heads, batch, lag, do_k, do_v, inv_n};
-  const int items_per_head = (a.n_tokens + KV_ITEM_ROWS - 1) / KV_ITEM_ROWS;
+  const int items_per_head = (a.n_tokens + QUANT_ROWS - 1) / QUANT_ROWS;
   const int n_items = items_per_head * a.heads * a.batch;
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.quant.amax[threadIdx.x] = 0u;
   if (threadIdx.x == 0) s_item[0] = decode_ticket(a, atomicAdd(a.ticket, 1), items_per_head, n_items);

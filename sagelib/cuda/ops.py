@@ -157,15 +157,12 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None, item_tiles: int = 1) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
-    ``item_tiles``: 128-token tiles per work item, 1 or 2 (an experiment, log seq 169).
     """
-    if item_tiles not in (1, 2):
-        raise ValueError(f"item_tiles: expected 1 or 2 tiles of {QUANT_ROWS} tokens per item, got {item_tiles!r}")
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
     dev = x.device
@@ -197,9 +194,8 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
-    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"),
-                       options=(f"-DQUANT_KV_ITEM_TILES={item_tiles}",) if item_tiles != 1 else ())
-    items_per_head = -(-n // (QUANT_ROWS * item_tiles))
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
+    items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
     threads = quant_threads(d)
     resident = max(1, max_active_blocks(fn, threads)) * _sm_count(dev)
