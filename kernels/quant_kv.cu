@@ -230,6 +230,7 @@ SAGE_DEVICE void decode_next(const KVArgs &a, const NextTicket &nt, u32 tid) {
 
 template <int D>
 SAGE_DEVICE void prefetch_next(const KVArgs &a, const NextTicket &nt, u32 tid) {
+  if (QUANT_KV_L2_PREFETCH == 2) return;  // the early decode alone, to tell its cost from the prefetches'
   const KVItem &nx = *nt.slot;
   if (nx.kind == KV_END) return;
   constexpr u32 LINES = D / 64;
