@@ -51,6 +51,8 @@
 //   items of 64 tokens, 2 * D threads, 4 blocks per SM (sm89)     0.85-0.90x at N16384, 1.03x at B32 N1024 (seq 168)
 //     (tree af5780c; shorter barriers pay only where a head has few items)
 //   items of two 128-token tiles, per-item costs paid once per 256  0.86-0.91x  (seq 170; tree feb8734)
+//   the next item's rows prefetched into L2, a line per thread     0.85-0.94x  (seq 172; tree acebbab)
+//     (the early ticket decode it needs is level, 0.97-1.01x: the prefetches are the cost)
 #include "quant_int8.cuh"
 
 struct KVArgs {
@@ -212,56 +214,13 @@ SAGE_DEVICE void channel_words(const KVArgs &a, int bh, u32 tid, u32 &kw, u32 &v
   }
 }
 
-// An experiment (log seq 171): the next item's rows pulled into L2 while this item runs. Thread 0 decodes the
-// next ticket as soon as this item's loads are issued; after this item's first barrier every thread prefetches
-// one 128-byte line of the next item's K or V rows (2 * D threads per tensor, D / 64 lines per row).
-#ifndef QUANT_KV_L2_PREFETCH
-#define QUANT_KV_L2_PREFETCH 0
-#endif
-#if QUANT_KV_L2_PREFETCH
-struct NextTicket {
-  KVItem *slot;  // the other s_item slot
-  int ticket, items_per_head, n_items;
-};
-
-SAGE_DEVICE void decode_next(const KVArgs &a, const NextTicket &nt, u32 tid) {
-  if (tid == 0) *nt.slot = decode_ticket(a, nt.ticket, nt.items_per_head, nt.n_items);
-}
-
-template <int D>
-SAGE_DEVICE void prefetch_next(const KVArgs &a, const NextTicket &nt, u32 tid) {
-  if (QUANT_KV_L2_PREFETCH == 2) return;  // the early decode alone, to tell its cost from the prefetches'
-  const KVItem &nx = *nt.slot;
-  if (nx.kind == KV_END) return;
-  constexpr u32 LINES = D / 64;
-  const bool is_v = tid >= 2 * D;
-  if (is_v ? !a.do_v : !a.do_k) return;
-  const u32 t = tid % (2 * D);
-  const int r = nx.row0 + (int)(t / LINES);
-  if (r >= a.n_tokens) return;
-  const u16 *p = (is_v ? a.v + nx.v_head + (i64)r * a.v_sn : a.k + nx.k_head + (i64)r * a.k_sn) + (t % LINES) * 64;
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-}
-#define KV_NEXT_PARAM , const NextTicket &nt
-#define KV_NEXT_ARG , nt
-#define KV_DECODE_NEXT() decode_next(a, nt, tid)
-#define KV_PREFETCH_NEXT() prefetch_next<D>(a, nt, tid)
-#else
-#define KV_NEXT_PARAM
-#define KV_NEXT_ARG
-#define KV_DECODE_NEXT() ((void)0)
-#define KV_PREFETCH_NEXT() ((void)0)
-#endif
-
 template <int D, bool BF16>
-SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm
-                            KV_NEXT_PARAM) {
+SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_head, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 lane = tid % 32, warp = tid / 32;
   u32x4 kr[4], vr[4];
   if (a.do_k) load_quad<D, false>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
   if (a.do_v) load_quad<D, false>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-  KV_DECODE_NEXT();
   if (a.do_k) {
     double sum[8];
 #pragma unroll
@@ -299,7 +258,6 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
     }
   }
   __syncthreads();
-  KV_PREFETCH_NEXT();
   if (tid < D) {
     // Channel tid lives in the warps whose half of the row (warp % (CPR / 8)) holds it.
     constexpr u32 HALVES = L::CPR / 8;
@@ -332,13 +290,12 @@ SAGE_DEVICE void stats_item(const KVArgs &a, const KVItem &it, int items_per_hea
 }
 
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm KV_NEXT_PARAM) {
+SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D> &sm) {
   using L = QuadLayout<D>;
   const u32 c = L::chunk(tid);
   u32x4 kr[4], vr[4];  // issued before the wait: they depend on nothing
   if (a.do_k) load_quad<D, true>(kr, a.k + it.k_head, a.k_sn, a.n_tokens, it.row0, tid);
   if (a.do_v) load_quad<D, true>(vr, a.v + it.v_head, a.v_sn, a.n_tokens, it.row0, tid);
-  KV_DECODE_NEXT();
   if (tid < D) {
     u32 kw, vw;
     channel_words<D>(a, it.bh, tid, kw, vw);
@@ -347,7 +304,6 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
     sm.vmult[by_element<D>(tid)] = __uint_as_float(vw & ~VMULT_VALID);
   }
   __syncthreads();
-  KV_PREFETCH_NEXT();
   if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
     u32 *vt = &sm.u.vt[vt_word(c * 8, L::row(tid) / 4)];
     const float *vmult = &sm.vmult[c];
@@ -419,17 +375,12 @@ __global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_KV_THREADS_PER_S
     const u32 tid = quant_tid();
     int next = 0;
     if (tid == 0) next = atomicAdd(a.ticket, 1);
-#if QUANT_KV_L2_PREFETCH
-    const NextTicket nt = {&s_item[(i + 1) & 1], next, items_per_head, n_items};
-#endif
     if (it.kind == KV_APPLY) {
-      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm KV_NEXT_ARG);
+      apply_item<D, BF16, CUDA_FLAVOUR>(a, it, tid, sm);
     } else {
-      stats_item<D, BF16>(a, it, items_per_head, tid, sm KV_NEXT_ARG);
+      stats_item<D, BF16>(a, it, items_per_head, tid, sm);
     }
-#if !QUANT_KV_L2_PREFETCH
     if (tid == 0) s_item[(i + 1) & 1] = decode_ticket(a, next, items_per_head, n_items);
-#endif
     __syncthreads();  // also: the item's shared memory is free for the next one
   }
 }

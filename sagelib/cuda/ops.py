@@ -157,13 +157,11 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None, l2_prefetch: int = 0) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
-    ``l2_prefetch``: 1, each item pulls the next one's rows into L2; 2, only decodes the next ticket early (an
-    experiment, log seq 171).
     """
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
@@ -196,8 +194,7 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
-    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"),
-                       options=(f"-DQUANT_KV_L2_PREFETCH={l2_prefetch}",) if l2_prefetch else ())
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
     threads = quant_threads(d)
