@@ -18,22 +18,29 @@
 //   stores and barriers.) Register caps for more blocks per SM: quant_int8.cuh (seq 134).
 #include "quant_int8.cuh"
 
+// Tokens per block: 128, or 64 as an experiment (log seq 173: twice the blocks of half the size, the same
+// registers per thread). Every Q group tile (warpq: 32 tokens on sm89, 16 on sm90) divides both.
+#ifndef QUANT_QK_ROWS
+#define QUANT_QK_ROWS QUANT_ROWS
+#endif
+
 template <int D, bool BF16, bool CUDA_FLAVOUR>
-__global__ void __launch_bounds__(QuadLayout<D>::THREADS, QUANT_QK_THREADS_PER_SM / (4 * D)) quant_int8_kernel(
+__global__ void __launch_bounds__(QuadLayout<D, QUANT_QK_ROWS>::THREADS,
+                                  QUANT_QK_THREADS_PER_SM / QuadLayout<D, QUANT_QK_ROWS>::THREADS) quant_int8_kernel(
     const u16 *__restrict__ x, i64 x_sb, i64 x_sh, i64 x_sn,
     i8 *__restrict__ xq, i64 q_sb, i64 q_sh, i64 q_sn,
     float *__restrict__ scale, int n_tokens, int n_groups,
     int tile_shift, int per_tile_shift, int mod_mask, int div_shift) {
   __shared__ QuantSmem sm;
   const int b = blockIdx.z, h = blockIdx.y, heads = gridDim.y;
-  const int row0 = blockIdx.x * QUANT_ROWS;
+  const int row0 = blockIdx.x * QUANT_QK_ROWS;
   u32x4 raw[4];
   load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
   const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
   __syncthreads();
   const float no_km[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false>(
+  quantize_tile_int8<D, BF16, CUDA_FLAVOUR, false, QUANT_QK_ROWS>(
       raw, no_km, xq + b * q_sb + h * q_sh, q_sn, scale + ((i64)b * heads + h) * n_groups, n_tokens, row0, geo,
       n_groups, sm, quant_tid());
 }

@@ -116,6 +116,26 @@ def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
     assert not bool(diff.any()), f"v_fp8 differs in {int(diff.sum())} bytes ({msg})"
 
 
+@gpu
+@pytest.mark.parametrize("n,d,dtype,preset,gran,flavour", [(4099, 64, torch.float16, "sm89", "per_thread", "triton"),
+                                                            (1000, 128, torch.bfloat16, "sm90", "per_thread", "cuda"),
+                                                            (65, 128, torch.float16, "sm90", "per_warp", "triton")])
+def test_q_blocks_of_64_tokens_give_the_default_bits(n, d, dtype, preset, gran, flavour):
+    """rows=64 (seq 173's experiment): every Q group tile divides 64, so nothing may move."""
+    seed = _seed()
+    q, _, _ = _inputs(2, 3, 3, n, 64, d, dtype, "HND", seed)
+    geometry, groups = ops.q_geometry(preset, gran), ops.n_q_groups(n, preset, gran)
+    ref, got = (ops._quantize_int8(q, geometry, groups, flavour, "HND", rows=rows) for rows in (128, 64))
+    assert torch.equal(ref[0], got[0]) and torch.equal(ref[1], got[1]), f"seed={seed}"
+
+
+def test_q_block_rows_are_checked():
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
+                                         r"\(128\), got 64"):
+        ops._quantize_int8(q, ops.k_geometry("sm90", "per_thread"), 1, "cuda", "HND", rows=64)
+
+
 # Non-finite input (the contract refuses it; check_finite=False, which CUDA graph capture needs,
 # lets it through) must still come back. These run in a child process with a timeout, because
 # the bug they guard against hung the GPU rather than failing.

@@ -47,9 +47,10 @@
 #define QUANT_KV_THREADS_PER_SM 1024
 #endif
 
-template <int D>
+template <int D, int ROWS = QUANT_ROWS>
 struct QuadLayout {
-  static constexpr int THREADS = 4 * D;  // 128 rows x D/8 chunks / 4 rows per thread
+  static_assert(ROWS == 128 || ROWS == 64, "tiles of 128 rows (64: the Q kernel's experiment, log seq 173)");
+  static constexpr int THREADS = ROWS * D / 32;  // ROWS rows x D/8 chunks / 4 rows per thread
   static constexpr u32 CPR = D / 8;      // 16-byte chunks per row
   // Column chunk (0 .. CPR-1) and first row (0, 4, .., 124) of this thread. Unsigned, so
   // every / and % is a shift or a mask.
@@ -74,7 +75,8 @@ SAGE_DEVICE int group_of(int row, GroupGeometry g) {
   return ((row >> g.tile_shift) << g.per_tile_shift) + ((row & g.mod_mask) >> g.div_shift);
 }
 
-SAGE_DEVICE int groups_per_tile(GroupGeometry g) { return (QUANT_ROWS >> g.tile_shift) << g.per_tile_shift; }
+template <int ROWS = QUANT_ROWS>
+SAGE_DEVICE int groups_per_tile(GroupGeometry g) { return (ROWS >> g.tile_shift) << g.per_tile_shift; }
 
 struct QuantSmem {
   u32 amax[QUANT_MAX_GROUPS];   // fp32 bits of max |x| (non-negative, so integer order)
@@ -174,14 +176,14 @@ SAGE_DEVICE float row_amax(const u32x4 &w, const float (&km)[8]) {
   return packed_max_to_float<BF16>(abs_max8_packed<BF16>(w));
 }
 
-// Quantize the tile of rows [row0, row0 + 128) of one (batch, head) from `raw`
+// Quantize the tile of rows [row0, row0 + ROWS) of one (batch, head) from `raw`
 // (this thread's quad, already loaded; for the triton flavour with smoothing,
 // already smoothed with sub2). SMOOTH_F32: subtract `km` in fp32 here (cuda flavour).
 // `xq` points at token 0 of the head; `scale_out` at group 0 of the head.
 // Called by all threads of the block. On entry sm.amax must be all zero; on exit it is
 // zero again, and no thread touches `sm` after this call's second barrier except
 // to read sm.scale / sm.mult, so a caller may call again after one barrier of its own.
-template <int D, bool BF16, bool CUDA_FLAVOUR, bool SMOOTH_F32>
+template <int D, bool BF16, bool CUDA_FLAVOUR, bool SMOOTH_F32, int ROWS = QUANT_ROWS>
 SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8], i8 *__restrict__ xq,
                                     i64 xq_stride, float *__restrict__ scale_out, int n_tokens, int row0,
                                     GroupGeometry geo, int n_groups, QuantSmem &sm, u32 tid) {
@@ -197,7 +199,7 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
   }
   __syncthreads();
 
-  const int n_local = groups_per_tile(geo);
+  const int n_local = groups_per_tile<ROWS>(geo);
   if (tid < (u32)n_local) {
     // The contract (quantize_groups): "amax / 127" is amax times fl32(1/127), as GPU
     // code divides by a constant; "127 / amax" is correctly rounded.

@@ -135,13 +135,20 @@ def _empty_like_layout(shape_hnd, dtype, layout: str, device):
     return t, to_hnd(t, layout)
 
 
-def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str):
-    """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu."""
+def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str,
+                   rows: int = QUANT_ROWS):
+    """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu.
+
+    ``rows``: tokens per block, 128 or 64 (an experiment, log seq 173)."""
+    if rows not in (QUANT_ROWS, 64) or rows % geometry.tile:
+        raise ValueError(f"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
+                         f"({geometry.tile}), got {rows!r}")
     b, h, n, d = x_hnd.shape
     out, out_hnd = _empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
     scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
-    fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"))
-    launch(fn, (-(-n // QUANT_ROWS), h, b), (quant_threads(d), 1, 1),
+    fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"),
+                       options=(f"-DQUANT_QK_ROWS={rows}",) if rows != QUANT_ROWS else ())
+    launch(fn, (-(-n // rows), h, b), (rows * d // 32, 1, 1),
            (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
             *geometry.args()), name="quant_int8_kernel")
     return out, scale
