@@ -148,7 +148,8 @@ def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, 
     scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
     fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"),
                        options=(f"-DQUANT_QK_ROWS={rows}",) if rows != QUANT_ROWS else ())
-    launch(fn, (-(-n // rows), h, b), (rows * d // 32, 1, 1),
+    # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
+    launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (rows * d // 32, 1, 1),
            (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
             *geometry.args()), name="quant_int8_kernel")
     return out, scale
