@@ -2,14 +2,17 @@
 //
 // Contract stage 2 (symmetric INT8, per_thread / per_warp groups, `triton` and
 // `cuda` flavours), bit-exact to sagelib.contract.quantize_qk.
-// Geometry: one block of 4 * D threads per 128 tokens of one (batch, head), each
+// Geometry: one block of QUANT_QK_ROWS * D / 32 threads per QUANT_QK_ROWS tokens of one (batch, head), each
 // thread one 16-byte chunk of 4 rows (the quad layout of quant_int8.cuh): 4 loads
 // in flight per thread issued before anything else, 8-byte streaming stores, one
-// pass over the tensor, 64 registers at most so 1024 threads share an SM. The
-// group structure (GroupGeometry) is a runtime argument, so both presets share
-// the binary.
+// pass over the tensor, 64 registers at most. The group structure (GroupGeometry)
+// is a runtime argument, so both presets share the binary.
+// QUANT_QK_ROWS is 64: at the same threads per SM, twice the blocks of half the size ran 1.02-1.05x faster than
+// blocks of 128 tokens at head_dim 128, 1.007x at 64 (log seq 174): an SM refills in smaller steps, and each
+// block's barriers span half the warps. Every Q group tile (32 tokens on sm89, 16 on sm90) divides 64; K without
+// smoothing under the sm90 preset (128-token groups) is built with -DQUANT_QK_ROWS=128.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
-// Grid: (ceil(N / 128), H, B).
+// Grid: (ceil(N / 128) * 128 / QUANT_QK_ROWS, H, B): whole 128-token tiles, as the scale groups count them.
 //
 // Measured on the H200 and not kept (GPU time against this one-shot grid; the log records each):
 //   persistent grid loading the next tile ahead (62-64 registers)   0.83-0.93x  (seq 132)
@@ -18,10 +21,8 @@
 //   stores and barriers.) Register caps for more blocks per SM: quant_int8.cuh (seq 134).
 #include "quant_int8.cuh"
 
-// Tokens per block: 128, or 64 as an experiment (log seq 173: twice the blocks of half the size, the same
-// registers per thread). Every Q group tile (warpq: 32 tokens on sm89, 16 on sm90) divides both.
 #ifndef QUANT_QK_ROWS
-#define QUANT_QK_ROWS QUANT_ROWS
+#define QUANT_QK_ROWS 64
 #endif
 
 template <int D, bool BF16, bool CUDA_FLAVOUR>

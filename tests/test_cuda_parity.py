@@ -120,8 +120,9 @@ def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
 @pytest.mark.parametrize("n,d,dtype,preset,gran,flavour", [(4099, 64, torch.float16, "sm89", "per_thread", "triton"),
                                                             (1000, 128, torch.bfloat16, "sm90", "per_thread", "cuda"),
                                                             (65, 128, torch.float16, "sm90", "per_warp", "triton")])
-def test_q_blocks_of_64_tokens_give_the_default_bits(n, d, dtype, preset, gran, flavour):
-    """rows=64 (seq 173's experiment): every Q group tile divides 64, so nothing may move."""
+def test_q_blocks_of_64_and_128_tokens_give_the_same_bits(n, d, dtype, preset, gran, flavour):
+    """The Q kernel's 64-token blocks (seq 174) and the 128-token ones K without smoothing takes: every Q group
+    tile divides 64, so nothing may move."""
     seed = _seed()
     q, _, _ = _inputs(2, 3, 3, n, 64, d, dtype, "HND", seed)
     geometry, groups = ops.q_geometry(preset, gran), ops.n_q_groups(n, preset, gran)

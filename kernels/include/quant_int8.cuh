@@ -1,8 +1,8 @@
-// Contract stage 2 for one tile of QUANT_ROWS = 128 tokens: symmetric INT8 with one
-// float32 scale per group of tokens, both flavours, optional K smoothing (stage 1).
+// Contract stage 2 for one tile of ROWS tokens (QUANT_ROWS = 128 for K/V; the Q kernel's blocks take 64): symmetric
+// INT8 with one float32 scale per group of tokens, both flavours, optional K smoothing (stage 1).
 //
 // Thread layout (the "quad" layout, shared with quant_kv.cu): a block has
-// quant_threads(D) = 4 * D threads and each thread owns one 16-byte column chunk
+// ROWS * D / 32 threads (4 * D at 128 rows) and each thread owns one 16-byte column chunk
 // (8 channels) of 4 consecutive rows (a quad): it issues its 4 loads at once and
 // keeps them as raw 16-bit pairs (16 registers). Lane l of a warp takes chunk
 // l % 8 (of its warp's half of the row when D = 128) and quad l / 8, so one load
@@ -12,7 +12,7 @@
 //   per_warp  (Q or K):  tile = WARPQ or BLKK, per_tile 1, mod 1, div 1
 //   per_thread Q:        tile = WARPQ, per_tile 8, mod 8, div 1   (row % 8 shares a scale)
 //   per_thread K:        tile = WARPK, per_tile 4, mod 8, div 2   ((row % 8) / 2 shares a scale)
-// Every tile divides 128, so a tile of rows closes all of its groups.
+// Every tile divides 128 (and every Q tile 64), so a tile of rows closes all of its groups.
 //
 // Rounding follows sagelib/contract/quantize.py bit for bit, without a division
 // or a float-to-int conversion per element (both run on the 16-per-clock unit):
@@ -49,7 +49,7 @@
 
 template <int D, int ROWS = QUANT_ROWS>
 struct QuadLayout {
-  static_assert(ROWS == 128 || ROWS == 64, "tiles of 128 rows (64: the Q kernel's experiment, log seq 173)");
+  static_assert(ROWS == 128 || ROWS == 64, "tiles of 128 rows, or 64 (the Q kernel's blocks, log seq 174)");
   static constexpr int THREADS = ROWS * D / 32;  // ROWS rows x D/8 chunks / 4 rows per thread
   static constexpr u32 CPR = D / 8;      // 16-byte chunks per row
   // Column chunk (0 .. CPR-1) and first row (0, 4, .., 124) of this thread. Unsigned, so
