@@ -84,9 +84,8 @@ sass_table = sass.exp_pass_table() if read_sass else {"mixes": [], "reason": "re
 results.add("sass exp pass", {"reason": sass_table["reason"], "rows": sass.rows(sass_table["mixes"])})
 if sass_table["reason"] is None:
     mixes = sass_table["mixes"]
-    families = [name for name, _ in sass.FAMILIES] + ["other"]
     fig = plots.stacked_bars([f"{m.kernel.replace('_kernel', '')} {m.arch}" for m in mixes],
-                             {name: [m.per_exp2(name) for m in mixes] for name in families},
+                             {name: [m.per_exp2(name) for m in mixes] for name in sass.FAMILY_NAMES},
                              ylabel="instructions per exp2 in the block",
                              title="The exp pass by instruction family (SASS, compiled here)",
                              limits={"the contract's 4.5 per score": 4.5})

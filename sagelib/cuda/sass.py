@@ -42,6 +42,11 @@ FAMILIES = (
     ("smem", ("LDS", "LDSM", "STS", "STSM")),
 )
 
+#: every family a count has, in table order ("other": opcodes in none of FAMILIES)
+FAMILY_NAMES = tuple(name for name, _ in FAMILIES) + ("other",)
+#: the families the tables give per exp2 (exp2 itself is the divisor)
+PER_EXP2_FAMILIES = tuple(name for name in FAMILY_NAMES if name != "exp2")
+
 _LINE = re.compile(r"^\s*/\*(?P<address>[0-9a-f]{4,})\*/\s*(?P<body>[^;]*);")
 _FUNCTION = re.compile(r"^\s*Function : (?P<name>\S+)")
 _TARGET = re.compile(r"\bBRA\b.*?0x(?P<target>[0-9a-f]+)\s*$")
@@ -132,7 +137,7 @@ class ExpPassMix:
 
 
 def mix_of(kernel: str, arch: str, instructions: list[Instruction]) -> ExpPassMix:
-    counts = {name: 0 for name, _ in FAMILIES} | {"other": 0}
+    counts = dict.fromkeys(FAMILY_NAMES, 0)
     for ins in exp_pass(instructions):
         counts[family(ins.opcode)] += 1
     return ExpPassMix(kernel, arch, counts)
@@ -197,21 +202,19 @@ def exp_pass_mixes(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS, *, op
 
 def format_table(mixes: list[ExpPassMix]) -> str:
     """One row per kernel: the exp pass's length and exp2 count, then each family per exp2."""
-    families = [name for name, _ in FAMILIES if name != "exp2"] + ["other"]
     width = max([len("kernel")] + [len(m.kernel) for m in mixes])
     lines = [f"{'':<{width}}  {'':<7} {'block':>5} {'':>4}  instructions per exp2",
              f"{'kernel':<{width}}  {'arch':<7} {'instr':>5} {'exp2':>4}  "
-             + " ".join(f"{name:>5}" for name in families) + f" {'all':>5}"]
+             + " ".join(f"{name:>5}" for name in PER_EXP2_FAMILIES) + f" {'all':>5}"]
     for m in mixes:
         lines.append(f"{m.kernel:<{width}}  {m.arch:<7} {m.instructions:>5} {m.exp2:>4}  "
-                     + " ".join(f"{m.per_exp2(name):>5.2f}" for name in families) + f" {m.per_exp2():>5.2f}")
+                     + " ".join(f"{m.per_exp2(name):>5.2f}" for name in PER_EXP2_FAMILIES) + f" {m.per_exp2():>5.2f}")
     return "\n".join(lines)
 
 
 def format_change(baseline: list[ExpPassMix], changed: list[ExpPassMix], options: tuple[str, ...]) -> str:
     """What ``options`` did to each kernel's exp pass: one row per kernel in both lists, the block's length before
     and after, then each family's change in instructions per exp2 (after minus before; blank where none)."""
-    families = [name for name, _ in FAMILIES if name != "exp2"] + ["other"]
     before = {(m.kernel, m.arch): m for m in baseline}
     pairs = [(before[(m.kernel, m.arch)], m) for m in changed if (m.kernel, m.arch) in before]
     width = max([len("kernel")] + [len(m.kernel) for _, m in pairs])
@@ -223,11 +226,11 @@ def format_change(baseline: list[ExpPassMix], changed: list[ExpPassMix], options
         return f"{change:>+6.2f}" if abs(change) >= 0.005 else f"{'':>6}"
 
     lines = [f"{' '.join(options)} against the default build: change in instructions per exp2",
-             f"{'kernel':<{width}}  {'arch':<7} {'instr':>12}  " + " ".join(f"{name:>6}" for name in families)
+             f"{'kernel':<{width}}  {'arch':<7} {'instr':>12}  " + " ".join(f"{name:>6}" for name in PER_EXP2_FAMILIES)
              + f" {'all':>6}"]
     for old, new in pairs:
         lines.append(f"{new.kernel:<{width}}  {new.arch:<7} {old.instructions:>5}->{new.instructions:<5}  "
-                     + " ".join(delta(old, new, name) for name in families) + f" {delta(old, new, None)}")
+                     + " ".join(delta(old, new, name) for name in PER_EXP2_FAMILIES) + f" {delta(old, new, None)}")
     if pairs and all(old.counts == new.counts for old, new in pairs):
         lines.append("no exp pass changed: check the macro's name (a name no kernel reads changes nothing)")
     return "\n".join(line.rstrip() for line in lines)
@@ -243,8 +246,7 @@ def rows(mixes: list[ExpPassMix]) -> list[dict]:
         return round(m.per_exp2(name), 3) if m.exp2 else None
 
     return [{"kernel": m.kernel, "arch": m.arch, "block instructions": m.instructions, "exp2": m.exp2,
-             **{f"{name} per exp2": per(m, name) for name, _ in FAMILIES if name != "exp2"},
-             "other per exp2": per(m, "other"), "all per exp2": per(m, None)}
+             **{f"{name} per exp2": per(m, name) for name in PER_EXP2_FAMILIES}, "all per exp2": per(m, None)}
             for m in mixes]
 
 
