@@ -93,8 +93,9 @@ def stacked_bars(categories: Sequence[str], stacks: Mapping[str, Sequence[float]
     """One bar per category, split into ``stacks`` (label -> value per category); dashed lines for ``limits``."""
     fig, ax = _axes(ax, (10, 4.5))
     bottom = [0.0] * len(categories)
-    palette = plt.get_cmap("tab20").colors if len(stacks) > 10 else [None] * len(stacks)  # the default cycle has 10
-    for (label, values), color in zip(stacks.items(), palette):
+    palette = plt.get_cmap("tab20").colors if len(stacks) > 10 else [None]  # the default cycle has 10
+    for i, (label, values) in enumerate(stacks.items()):
+        color = palette[i % len(palette)]  # past 20 stacks the colours repeat; no stack is dropped
         ax.bar(range(len(categories)), list(values), bottom=bottom, label=label, color=color)
         bottom = [b + v for b, v in zip(bottom, values)]
     for i, (label, y) in enumerate((limits or {}).items()):
