@@ -206,7 +206,8 @@ def fusion_ceilings(rows: list[dict], title: str):
 
 def target_bars(statuses: list, title: str):
     """Each target (:func:`sagelib.targets.evaluate`) as measured / goal: green where met, red where missed, a note
-    where the document did not measure it; the dashed line is the goal."""
+    where the document did not measure it, "re-measured" where the figure is a re-measure's
+    (:func:`sagelib.targets.remeasures_of`); the dashed line is the goal."""
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(statuses) + 1.4))
     labels = [f"issue {s.target.issue}: {s.target.name}" for s in statuses]
     ratios = [s.measured / s.goal if s.met is not None else 0.0 for s in statuses]
@@ -221,7 +222,8 @@ def target_bars(statuses: list, title: str):
             percent = s.unit == "of copy"
             goal = f"{s.goal:.0%}" if percent else f"{s.goal:.0f}"
             shown = f"{distinct(s.measured, s.goal, percent, 1 if percent else 0)} of {goal}"
-            notes.append(f"{distinct(ratio, 1.0, False, 2)}x ({shown})")
+            remeasured = ", re-measured" if s.source is not None else ""
+            notes.append(f"{distinct(ratio, 1.0, False, 2)}x ({shown}{remeasured})")
     # a white box, so the dashed goal line does not run through the text
     ax.bar_label(bars, labels=notes, fontsize=7, padding=2,
                  bbox=dict(boxstyle="square,pad=0.15", facecolor="white", edgecolor="none", alpha=0.85))
