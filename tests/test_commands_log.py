@@ -53,9 +53,22 @@ def test_verify_exits_1_and_names_the_line(capsys, log, tmp_path):
     assert code == 1 and "deleted" in out and "line 2" in out
 
 
+def test_a_figure_names_its_own_artifacts_with_at(capsys, log, tmp_path):
+    """@PATH after a figure backs that figure alone; figures without one take every --artifact."""
+    code, out, err = append(capsys, log, "--measured", "tops=491.5:TOPS@data/prior_work.yaml@pyproject.toml",
+                            "--measured", "share=0.71", "--artifact", "README.md")
+    assert code == 0, err
+    own, shared = json.loads((tmp_path / "log.jsonl").read_text())["measured"]
+    assert (own["quantity"], own["value"], own["unit"]) == ("tops", 491.5, "TOPS")
+    assert [a["path"] for a in own["artifacts"]] == ["data/prior_work.yaml", "pyproject.toml"]
+    assert [a["path"] for a in shared["artifacts"]] == ["README.md"]
+
+
 @pytest.mark.parametrize("extra, message", [
     (("--measured", "tops=fast"), "expected QUANTITY=VALUE"),
     (("--measured", "tops=1:TOPS"), "--measured needs --artifact"),
+    (("--measured", "tops=1@README.md", "--measured", "x=2"), "--measured needs --artifact"),
+    (("--measured", "tops=1@"), "followed by @PATH for each result file"),
     (("--projection", "tops=1:TOPS"), "--projection needs --basis"),
     (("--measured", "tops=1", "--artifact", "/etc/hostname"), "outside the repository"),
     (("--rule", "requires_condition"), "--rule-condition"),
@@ -139,6 +152,7 @@ def test_missing_log_is_an_input_error(capsys, tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (("--json", "absent.json"), "--json 'absent.json': no such file; give a JSON file of record fields"),
     (("--measured", "tops=1", "--artifact", "outputs/absent.json"), "--artifact 'outputs/absent.json': no such file"),
+    (("--measured", "tops=1@outputs/absent.json"), "--measured tops=...@ 'outputs/absent.json': no such file"),
     (("--view", "{tmp}"), "a folder, not a file"),
     (("--view", "{tmp}/absent/log.md"), "its folder"),
 ])

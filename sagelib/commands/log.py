@@ -5,6 +5,7 @@
     sagelib log render                      # regenerate EXPERIMENT_LOG.md
     sagelib log append --status running --experiment E --phase 1 --hypothesis H \\
         --action "built the kernel" --measured tops=812:TOPS --artifact outputs/x/results.json
+    sagelib log append ... --measured tops=812:TOPS@data/results/a.json --measured share=0.7@data/results/b.json
     sagelib log propose --technique "early K prefetch" --experiment E --phase 2 --hypothesis H \\
         --fingerprint-source kernels/attn_sm90.cu --config blkq=64 \\
         --declare producer_consumer_pipeline_changed --evidence "loads move to a TMA producer warp"
@@ -70,11 +71,14 @@ def register(subparsers) -> None:
     append.add_argument("--technique")
     append.add_argument("--action", action="append", help="one action taken; repeatable")
     append.add_argument("--decision")
-    append.add_argument("--measured", action="append", metavar="QUANTITY=VALUE[:UNIT]",
-                        help="a measured figure; VALUE may be LOW..HIGH; repeatable")
+    append.add_argument("--measured", action="append", metavar="QUANTITY=VALUE[:UNIT][@PATH...]",
+                        help="a measured figure; VALUE may be LOW..HIGH; @PATH names a result file backing this "
+                             "figure alone (repeatable within the figure), else every --artifact backs it; "
+                             "repeatable")
     append.add_argument("--measured-on", help="what the figures were measured on (GPU, shapes)")
     append.add_argument("--artifact", action="append", metavar="PATH",
-                        help="artifact backing the --measured figures (hashed now); repeatable")
+                        help="artifact backing the --measured figures that name none with @PATH (hashed now); "
+                             "repeatable")
     append.add_argument("--unbacked", metavar="REASON",
                         help="why no artifact backs the --measured figures")
     append.add_argument("--projection", action="append", metavar="QUANTITY=VALUE[:UNIT]",
@@ -207,18 +211,30 @@ def cmd_render(args) -> int:
     return 0
 
 
-def _split_figure(text: str, flag: str) -> dict:
-    quantity, sep, rest = text.partition("=")
+def _split_figure(text: str, flag: str, backed: bool = True) -> dict:
+    """``QUANTITY=VALUE[:UNIT][@ARTIFACT...]`` as the fields of a figure, its own artifacts under "artifacts"
+    (a projection, not ``backed``, takes none)."""
+    figure_text, *own_artifacts = text.split("@") if backed else (text,)
+    quantity, sep, rest = figure_text.partition("=")
     amount, _, unit = rest.partition(":")
     low, dots, high = amount.partition("..")
     try:
         numbers = {"low": float(low), "high": float(high)} if dots else {"value": float(amount)}
     except ValueError:
         numbers = None
-    if not sep or not quantity.strip() or numbers is None:
+    if not sep or not quantity.strip() or numbers is None or any(not a.strip() for a in own_artifacts):
+        at_path = (", optionally followed by @PATH for each result file backing that figure alone, e.g. "
+                   "tops=812.5:TOPS or tops=812.5:TOPS@data/results/run.json") if backed else ", e.g. tops=812.5:TOPS"
         raise UsageError(f"{flag} {text!r}: expected QUANTITY=VALUE[:UNIT] or QUANTITY=LOW..HIGH[:UNIT] "
-                         "with numbers, e.g. tops=812.5:TOPS")
-    return {"quantity": quantity.strip(), "unit": unit.strip(), **numbers}
+                         f"with numbers{at_path}")
+    figure = {"quantity": quantity.strip(), "unit": unit.strip(), **numbers}
+    return {**figure, "artifacts": [a.strip() for a in own_artifacts]} if backed else figure
+
+
+def _check_artifact(artifact: str, flag: str) -> None:
+    if not (ledger.REPO_ROOT / artifact).is_file():  # relative paths are read from the repository root
+        raise UsageError(f"{flag} {artifact!r}: no such file in the repository {ledger.REPO_ROOT}; "
+                         "give a result file backing the --measured figures, relative to the repository")
 
 
 def _fields_from_flags(args) -> dict:
@@ -236,17 +252,18 @@ def _fields_from_flags(args) -> dict:
     fields.setdefault("actions", [])
     measured = [_split_figure(m, "--measured") for m in args.measured or []]
     for artifact in args.artifact or []:
-        if not (ledger.REPO_ROOT / artifact).is_file():  # relative paths are read from the repository root
-            raise UsageError(f"--artifact {artifact!r}: no such file in the repository {ledger.REPO_ROOT}; "
-                             "give a result file backing the --measured figures, relative to the repository")
-    if measured and not args.artifact and not args.unbacked:
-        raise UsageError("--measured needs --artifact PATH (the result files backing it) or "
-                         "--unbacked REASON")
+        _check_artifact(artifact, "--artifact")
+    for m in measured:
+        for artifact in m["artifacts"]:
+            _check_artifact(artifact, f"--measured {m['quantity']}=...@")
+        m["artifacts"] = m["artifacts"] or list(args.artifact or [])  # its own files, else every --artifact
+    if any(not m["artifacts"] for m in measured) and not args.unbacked:
+        raise UsageError("--measured needs --artifact PATH (the result files backing every figure), @PATH after "
+                         "the figure (the files backing it alone) or --unbacked REASON")
     figures = [ledger.figure(m.pop("quantity"), m.pop("value", None), m.pop("unit"), **m,
-                             artifacts=args.artifact or [], unbacked=args.unbacked,
-                             measured_on=args.measured_on) for m in measured]
+                             unbacked=args.unbacked, measured_on=args.measured_on) for m in measured]
     fields["measured"] = fields.get("measured", []) + figures
-    projections = [_split_figure(p, "--projection") for p in args.projection or []]
+    projections = [_split_figure(p, "--projection", backed=False) for p in args.projection or []]
     if projections and not args.basis:
         raise UsageError("--projection needs --basis TEXT saying what the estimate rests on")
     fields["projections"] = fields.get("projections", []) + [
