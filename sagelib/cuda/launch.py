@@ -148,8 +148,10 @@ _DYNAMIC_SMEM_LIMIT: dict[int, int] = {}  # function pointer -> bytes allowed so
 
 
 def set_dynamic_smem(function, nbytes: int) -> None:
-    """Allow ``nbytes`` of dynamic shared memory (needed above 48 KB)."""
-    if nbytes > 48 * 1024 and _DYNAMIC_SMEM_LIMIT.get(function.ptr, 0) < nbytes:
+    """Allow ``nbytes`` of dynamic shared memory. A block whose static and dynamic shared memory together pass 48 KB
+    needs the opt-in, so it is set for any dynamic amount (48 KB of dynamic memory beside a kernel's static
+    barriers failed to launch without it), once per function and size."""
+    if nbytes > 0 and _DYNAMIC_SMEM_LIMIT.get(function.ptr, 0) < nbytes:
         from cupy_backends.cuda.api import driver
 
         driver.funcSetAttribute(function.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
