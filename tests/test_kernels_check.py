@@ -40,12 +40,37 @@ def test_ptxas_report_is_parsed():
 def test_spills_above_the_baseline_fail(monkeypatch):
     report = check.KernelReport("k<1>", "k.cu", "sm_90", registers=255, spill_stores=8)
     target = check.TargetResult("k.cu", "sm_90", True, [report])
-    monkeypatch.setattr(check, "compile_target", lambda f, a, nvcc, wd: target)
+    monkeypatch.setattr(check, "compile_target", lambda f, a, nvcc, wd, options=(): target)
     monkeypatch.setattr(check, "nvcc_path", lambda: "nvcc")
     monkeypatch.setitem(check.INSTANCES, "k.cu", ("k<1>",))
     assert not check.run_check(["k.cu"], ["sm_90"], baseline={}).ok
     assert check.run_check(["k.cu"], ["sm_90"], baseline={"k<1>@sm_90": 8}).ok
     assert "k<1>@sm_90: 8 bytes" in check.run_check(["k.cu"], ["sm_90"], baseline={"k<1>@sm_90": 4}).failures[0]
+
+
+def test_each_build_of_a_file_is_compiled_and_named_apart(monkeypatch, tmp_path):
+    """quant_qk.cu is built twice (its 64-token default and 128-token blocks); each is checked, and a variant's
+    kernels and failures carry its options, so the baseline and the table tell the builds apart."""
+    calls = []
+
+    def compile_target(file, arch, nvcc, workdir, options=()):
+        calls.append(options)
+        reports = [check.KernelReport(name + check.variant_suffix(options), file, arch, spill_stores=8 if options
+                                      else 0) for name in INSTANCES[file]]
+        return check.TargetResult(file, arch, True, reports, options=options)
+
+    monkeypatch.setattr(check, "compile_target", compile_target)
+    monkeypatch.setattr(check, "nvcc_path", lambda: "nvcc")
+    result = check.run_check(["quant_qk.cu"], ["sm_90"], baseline={})
+    assert calls == [(), ("-DQUANT_QK_ROWS=128",)]
+    first = INSTANCES["quant_qk.cu"][0]
+    assert result.failures[0] == f"{first} [-DQUANT_QK_ROWS=128]@sm_90: 8 bytes of spill stores (baseline 0)"
+    assert len(result.failures) == len(INSTANCES["quant_qk.cu"])  # the default build does not spill
+    assert f"{first} [-DQUANT_QK_ROWS=128]" in check.format_table(result)
+    spills = check.baseline_document(result, {})["spill_store_bytes"]
+    assert set(spills) == set(check.instance_keys("quant_qk.cu", "sm_90", ("-DQUANT_QK_ROWS=128",)))
+    assert check.cubin_path(tmp_path, "quant_qk.cu", "sm_90") != check.cubin_path(
+        tmp_path, "quant_qk.cu", "sm_90", ("-DQUANT_QK_ROWS=128",))
 
 
 def test_a_partial_check_rewrites_only_its_own_baseline_entries():
@@ -85,12 +110,17 @@ def test_every_kernel_compiles_for_every_target_without_new_spills(tmp_path):
     result = check.run_check(jobs=2)
     expected = {(f, a) for f in INSTANCES for a in ONLY_ARCHS.get(f, ARCH_PRESETS)}
     assert {(t.file, t.arch) for t in result.targets} == expected
+    # every build the launcher makes: quant_qk.cu's 128-token blocks (K without smoothing, sm90 preset) as well
+    assert {(t.file, t.arch, t.options) for t in result.targets} == {
+        (f, a, o) for f, a in expected for o in check.builds(f)}
+    assert ("quant_qk.cu", "sm_90", ("-DQUANT_QK_ROWS=128",)) in {(t.file, t.arch, t.options) for t in result.targets}
     assert ("microbench_wgmma.cu", "sm_90a") in expected and ("microbench_wgmma.cu", "sm_89") not in expected
     assert ("hopper_smoke.cu", "sm_90a") in expected and ("hopper_smoke.cu", "sm_90") not in expected
     assert result.ok, "\n".join(result.failures)
     names = {k.kernel for t in result.targets for k in t.kernels}
-    assert names >= {n.replace(" ", "") for f in INSTANCES for n in INSTANCES[f]} or len(names) == sum(
-        map(len, INSTANCES.values()))
+    assert len(names) == sum(len(INSTANCES[f]) * len(check.builds(f)) for f in INSTANCES)
+    if check.shutil.which("c++filt"):  # demangled: the launcher's names, a variant's with its options
+        assert names == {n + check.variant_suffix(o) for f in INSTANCES for o in check.builds(f) for n in INSTANCES[f]}
 
 
 @needs_nvcc

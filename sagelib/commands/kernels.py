@@ -59,7 +59,8 @@ def _known(flag: str, given: list[str] | None, known, fix: str) -> None:
 
 def run_build_command(args) -> int:
     from sagelib.cuda.build import ARCH_PRESETS, BuildRequest, cache_dir, compile_cubin
-    from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS
+    from sagelib.cuda.check import variant_suffix
+    from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS, builds
 
     _known("--arch", args.arch, ARCH_PRESETS,
            "give one of those presets (repeat --arch for several), or leave it out to build for sm_90")
@@ -67,9 +68,11 @@ def run_build_command(args) -> int:
         for file, names in INSTANCES.items():
             if arch not in ONLY_ARCHS.get(file, (arch,)):
                 continue  # e.g. the wgmma kernels exist for sm_90a only
-            for name in names:
-                built = compile_cubin(BuildRequest(file, (name,), arch))
-                print(f"{arch}  {name:<40} {'cached' if built.from_cache else 'compiled'}")
+            for options in builds(file):
+                for name in names:
+                    built = compile_cubin(BuildRequest(file, (name,), arch, options))
+                    print(f"{arch}  {name + variant_suffix(options):<40} "
+                          f"{'cached' if built.from_cache else 'compiled'}")
     print(f"cache: {cache_dir()}")
     return 0
 

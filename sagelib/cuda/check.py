@@ -3,8 +3,10 @@
 Needs ``nvcc`` but no GPU (CI runs it). For each kernel file and each
 architecture preset, a small translation unit includes the kernel and takes
 the address of every instantiation the launcher uses (:mod:`sagelib.cuda.instances`),
-so exactly those are compiled. ptxas' ``-v`` report gives, per kernel: registers,
-spill stores/loads, stack frame and static shared memory.
+so exactly those are compiled, once per build the launcher makes (``instances.builds``: the
+default, and e.g. quant_qk.cu with 128-token blocks, reported as ``kernel<...> [-DQUANT_QK_ROWS=128]``).
+ptxas' ``-v`` report gives, per kernel: registers, spill stores/loads, stack frame and static
+shared memory.
 
 A failed target, or spill bytes above the committed baseline
 (``kernels/check_baseline.json``, which records every known spill and is
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from sagelib import toolkit
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
-from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS
+from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS, builds
 
 BASELINE_PATH = KERNELS_DIR / "check_baseline.json"
 
@@ -52,6 +54,22 @@ class TargetResult:
     ok: bool
     kernels: list[KernelReport] = field(default_factory=list)
     error: str = ""
+    options: tuple[str, ...] = ()  #: the build's extra nvcc options (instances.builds); () for the default
+
+    @property
+    def label(self) -> str:
+        """The file, with the build's options where it has any."""
+        return self.file + variant_suffix(self.options)
+
+
+def variant_suffix(options: tuple[str, ...]) -> str:
+    """What a build with ``options`` appends to its kernels' names: "" for the default, " [-D...]" otherwise."""
+    return f" [{' '.join(options)}]" if options else ""
+
+
+def instance_keys(file: str, arch: str, options: tuple[str, ...] = ()) -> list[str]:
+    """The kernel@arch keys of ``file``'s instances in the build with ``options`` (the baseline's keys)."""
+    return [f"{name}{variant_suffix(options)}@{arch}" for name in INSTANCES[file]]
 
 
 @dataclass
@@ -124,10 +142,17 @@ def parse_ptxas(log: str, file: str, arch: str) -> list[KernelReport]:
     return reports
 
 
+def cubin_path(workdir: Path, file: str, arch: str, options: tuple[str, ...] = ()) -> Path:
+    """Where :func:`compile_target` writes ``file``'s cubin for ``arch``: one name per option set, so the default and
+    its variants can build side by side in one folder."""
+    variant = "".join(c if c.isalnum() else "_" for c in "_".join(options))
+    return workdir / f"{file.removesuffix('.cu')}_{arch}{'_' + variant if variant else ''}.cubin"
+
+
 def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tuple[str, ...] = ()) -> TargetResult:
-    """Compile ``file``'s instances for ``arch`` into ``workdir``/<file>_<arch>.cubin; ``options`` are extra nvcc
-    options, e.g. a macro of an experiment (``-DATTN_CVT_FOLD=1``)."""
-    unit = workdir / f"{file.removesuffix('.cu')}_{arch}.cu"
+    """Compile ``file``'s instances for ``arch`` into :func:`cubin_path`; ``options`` are extra nvcc options, e.g. a
+    build the launcher makes (instances.VARIANTS) or a macro of an experiment (``-DATTN_CVT_FOLD=1``)."""
+    unit = cubin_path(workdir, file, arch, options).with_suffix(".cu")
     unit.write_text(translation_unit(file))
     cmd = [nvcc, "-std=c++17", gencode(arch), "-cubin", "-o", str(unit.with_suffix(".cubin")),
            f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", *options, str(unit)]
@@ -135,12 +160,14 @@ def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tupl
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
         errors = [l for l in log.splitlines() if "error" in l.lower()][:8]
-        return TargetResult(file, arch, False, error="\n".join(errors) or log[-2000:])
+        return TargetResult(file, arch, False, error="\n".join(errors) or log[-2000:], options=options)
     kernels = parse_ptxas(log, file, arch)
+    for k in kernels:
+        k.kernel += variant_suffix(options)
     if len(kernels) != len(INSTANCES[file]):
-        return TargetResult(file, arch, False, kernels,
+        return TargetResult(file, arch, False, kernels, options=options,
                             error=f"expected {len(INSTANCES[file])} kernels in the ptxas report, found {len(kernels)}")
-    return TargetResult(file, arch, True, kernels)
+    return TargetResult(file, arch, True, kernels, options=options)
 
 
 def load_baseline(path: Path = BASELINE_PATH) -> dict[str, int]:
@@ -171,12 +198,13 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
     baseline = load_baseline() if baseline is None else baseline
     with tempfile.TemporaryDirectory(prefix="sagelib-check-") as tmp:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            targets = list(pool.map(lambda fa: compile_target(fa[0], fa[1], nvcc, Path(tmp)),
-                                    [(f, a) for f in files for a in archs if a in ONLY_ARCHS.get(f, archs)]))
+            targets = list(pool.map(lambda fao: compile_target(fao[0], fao[1], nvcc, Path(tmp), fao[2]),
+                                    [(f, a, o) for f in files for a in archs if a in ONLY_ARCHS.get(f, archs)
+                                     for o in builds(f)]))
     failures = []
     for t in targets:
         if not t.ok:
-            failures.append(f"{t.file} for {t.arch}: {t.error.splitlines()[0] if t.error else 'failed'}")
+            failures.append(f"{t.label} for {t.arch}: {t.error.splitlines()[0] if t.error else 'failed'}")
         for k in t.kernels:
             allowed = baseline.get(k.key, 0)
             if k.spill_stores > allowed:
@@ -186,7 +214,7 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
 
 def baseline_document(result: CheckResult, previous: dict[str, int] | None = None) -> dict:
     """The baseline of ``result``'s spills; entries of ``previous`` for targets the check did not compile are kept."""
-    checked = {f"{name}@{t.arch}" for t in result.targets for name in INSTANCES[t.file]}
+    checked = {key for t in result.targets for key in instance_keys(t.file, t.arch, t.options)}
     spills = {key: n for key, n in (previous or {}).items() if key not in checked}
     spills.update({k.key: k.spill_stores for t in result.targets for k in t.kernels if k.spill_stores})
     return {"about": "Spill-store bytes per kernel@arch that `sagelib kernels check` accepts; absent means 0. "
@@ -201,7 +229,7 @@ def format_table(result: CheckResult) -> str:
             rows.append((k.kernel, k.arch, str(k.registers), f"{k.spill_stores}/{k.spill_loads}",
                          str(k.stack_bytes), str(k.smem_bytes)))
         if not t.ok:
-            rows.append((f"{t.file} (FAILED)", t.arch, "-", "-", "-", "-"))
+            rows.append((f"{t.label} (FAILED)", t.arch, "-", "-", "-", "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -15,6 +15,15 @@ def quant_int8(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
     return f"quant_int8_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
 
+#: tokens per block of quant_qk.cu: its default, and the one a group tile of 128 tokens needs
+QUANT_QK_DEFAULT_ROWS, QUANT_QK_TILE_ROWS = 64, 128
+
+
+def quant_int8_options(rows: int) -> tuple[str, ...]:
+    """The build options of quant_qk.cu for blocks of ``rows`` tokens (none for its default of 64)."""
+    return () if rows == QUANT_QK_DEFAULT_ROWS else (f"-DQUANT_QK_ROWS={rows}",)
+
+
 def quant_kv(head_dim: int, bf16: bool, cuda_flavour: bool) -> str:
     return f"quant_kv_kernel<{head_dim}, {_b(bf16)}, {_b(cuda_flavour)}>"
 
@@ -69,6 +78,17 @@ INSTANCES: dict[str, tuple[str, ...]] = {
                           for name in attn_sm90_built(d, stages, c, keys)),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
+
+#: Builds beyond each file's default that the launcher makes, as extra nvcc options: K without smoothing under the
+#: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.cuda.ops._quantize_int8).
+#: `sagelib kernels check` and `kernels build` cover every instance of the file in each of them too.
+VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {"quant_qk.cu": (quant_int8_options(QUANT_QK_TILE_ROWS),)}
+
+
+def builds(file: str) -> tuple[tuple[str, ...], ...]:
+    """The option sets ``file`` is built with: the default (no options) first, then its VARIANTS."""
+    return ((), *VARIANTS.get(file, ()))
+
 
 #: Kernel files that only exist for some architectures (wgmma needs sm_90a); others build for every preset.
 ONLY_ARCHS: dict[str, tuple[str, ...]] = {"microbench_wgmma.cu": ("sm_90a",), "hopper_smoke.cu": ("sm_90a",),

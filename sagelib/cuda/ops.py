@@ -32,7 +32,7 @@ from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
 
 KERNEL_HEAD_DIMS = (64, 128)
 QUANT_ROWS = 128
-QUANT_Q_ROWS = 64  # kernels/quant_qk.cu's QUANT_QK_ROWS
+QUANT_Q_ROWS = instances.QUANT_QK_DEFAULT_ROWS  # kernels/quant_qk.cu's QUANT_QK_ROWS
 ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
 ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = 1, 2, 4
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
@@ -150,7 +150,7 @@ def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, 
     out, out_hnd = _empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
     scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
     fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"),
-                       options=(f"-DQUANT_QK_ROWS={rows}",) if rows != QUANT_Q_ROWS else ())
+                       options=instances.quant_int8_options(rows))
     # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
     launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (rows * d // 32, 1, 1),
            (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),

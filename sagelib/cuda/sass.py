@@ -192,7 +192,7 @@ def exp_pass_mixes(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS, *, op
         for (file, arch), result in zip(pairs, results):
             if not result.ok:
                 raise RuntimeError(f"{file} for {arch} did not compile: {result.error.splitlines()[0]}")
-            functions = disassemble(Path(tmp) / f"{file.removesuffix('.cu')}_{arch}.cubin", cuobjdump)
+            functions = disassemble(check.cubin_path(Path(tmp), file, arch, options), cuobjdump)
             names = check.demangle(list(functions))
             wanted = set(check.INSTANCES[file])
             mixes += [mix_of(names[mangled], arch, instructions) for mangled, instructions in functions.items()
