@@ -19,6 +19,10 @@
 //   persistent grid walking the tiles, nothing ahead (40 registers)  0.85-0.91x  (seq 146)
 //   (a fresh block issues its loads while its neighbours compute; a persistent block's loads wait behind its own
 //   stores and barriers.) Register caps for more blocks per SM: quant_int8.cuh (seq 134).
+//   persistent, blocks as bulk copies into a 2-12 stage ring (seq 177; tree f00c8eb has QUANT_QK_BULK): bits equal,
+//   0.45x with one CTA per SM and 0.70x with two on the whole card; ~14 GB/s per SM with one CTA whatever the ring
+//   depth, ~26 with four beside the attention kernel, against ~30 for these blocks: an SM quantizes at ~30 GB/s,
+//   bounded by the arithmetic's issue and latency, not by the bytes in flight.
 #include "quant_int8.cuh"
 
 #ifndef QUANT_QK_ROWS
