@@ -144,11 +144,12 @@ def run_sass_command(args) -> int:
     if missing:
         raise UsageError(f"the SASS table {missing}")
     json_out = output_file("--json", args.json) if args.json else None  # checked before the compile
-    mixes = sass.exp_pass_mixes(targets, options=options, jobs=args.jobs)
+    # with --compare the default build compiles beside the experiment's, in one pool
+    mixes, *rest = sass.exp_pass_builds(targets, (options, ()) if args.compare else (options,), jobs=args.jobs)
+    baseline = rest[0] if rest else None
     print(sass.format_table(mixes))
     if args.option:
         print(f"built with {' '.join(args.option)}")
-    baseline = sass.exp_pass_mixes(targets, jobs=args.jobs) if args.compare else None
     if baseline is not None:
         print("\n" + sass.format_change(baseline, mixes, options))
     if json_out:

@@ -179,25 +179,35 @@ def exp_pass_mixes(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS, *, op
     experiment's macro) and read every instance's exp pass.
 
     Raises RuntimeError naming what is missing (:func:`unavailable_reason`) or which compile failed."""
+    return exp_pass_builds(targets, (options,), jobs=jobs)[0]
+
+
+def exp_pass_builds(targets: dict[str, tuple[str, ...]], option_sets: tuple[tuple[str, ...], ...], *,
+                    jobs: int = 2) -> list[list[ExpPassMix]]:
+    """:func:`exp_pass_mixes` for each of ``option_sets`` (e.g. an experiment's build and the default one), every
+    compile in one pool, so the builds run side by side; one list of mixes per option set, in their order."""
     missing = unavailable_reason()
     if missing:
         raise RuntimeError(f"the SASS table {missing}")
     nvcc, cuobjdump = check.nvcc_path(), find_cuobjdump()
     pairs = [(file, arch) for file, archs in targets.items() for arch in archs]
     check.require_known([file for file, _ in pairs], [arch for _, arch in pairs])
-    mixes = []
+    jobs_list = [(file, arch, options, i) for i, options in enumerate(option_sets) for file, arch in pairs]
+    builds: list[list[ExpPassMix]] = [[] for _ in option_sets]
     with tempfile.TemporaryDirectory(prefix="sagelib-sass-") as tmp:
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            results = list(pool.map(lambda fa: check.compile_target(fa[0], fa[1], nvcc, Path(tmp), options), pairs))
-        for (file, arch), result in zip(pairs, results):
+            results = list(pool.map(lambda fao: check.compile_target(fao[0], fao[1], nvcc, Path(tmp), fao[2]),
+                                    jobs_list))
+        for (file, arch, options, i), result in zip(jobs_list, results):
             if not result.ok:
-                raise RuntimeError(f"{file} for {arch} did not compile: {result.error.splitlines()[0]}")
+                built = f" with {' '.join(options)}" if options else ""
+                raise RuntimeError(f"{file} for {arch}{built} did not compile: {result.error.splitlines()[0]}")
             functions = disassemble(check.cubin_path(Path(tmp), file, arch, options), cuobjdump)
             names = check.demangle(list(functions))
             wanted = set(check.INSTANCES[file])
-            mixes += [mix_of(names[mangled], arch, instructions) for mangled, instructions in functions.items()
-                      if names[mangled] in wanted]
-    return mixes
+            builds[i] += [mix_of(names[mangled], arch, instructions) for mangled, instructions in functions.items()
+                          if names[mangled] in wanted]
+    return builds
 
 
 def format_table(mixes: list[ExpPassMix]) -> str:
