@@ -176,7 +176,7 @@ def remeasures_of(document: dict, path: Path | None, directory: str | Path | Non
                   ) -> tuple[tuple[dict, Path], ...]:
     """The recorded bench documents in ``directory`` (default data/results) other than ``path`` that name the same
     source tree and card as ``document`` and measured at least one target's case: the candidates
-    :func:`evaluate` may read a target from instead. None when ``document`` names no tree."""
+    :func:`evaluate` may read a target from instead; none when ``document`` names no tree."""
     from sagelib import bench_records
 
     tree, card = source_tree(document), (document.get("device") or {}).get("name")
