@@ -24,6 +24,7 @@ INSTALL_HINTS = {
     "nvdisasm": "install the CUDA toolkit, or pip install nvidia-cuda-nvdisasm (in sagelib's test extra)",
 }
 
+
 def _version_key(path: str) -> tuple[int, ...]:
     """Newest first among versioned folders (cuda-13.0 before cuda-12.8; 2025.3.1 before 2025.2)."""
     return tuple(-int(n) for n in re.findall(r"\d+", path))

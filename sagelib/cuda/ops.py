@@ -65,9 +65,10 @@ class GroupGeometry:
                 I32(shift(self.div) - 1))
 
 
-def quant_threads(width: int) -> int:
-    """Threads per quantizer block: 4 * head_dim (one 16-byte chunk of 4 rows each)."""
-    return 4 * width
+def quant_threads(width: int, rows: int = QUANT_ROWS) -> int:
+    """Threads per quantizer block of ``rows`` tokens: rows * head_dim / 32 (one 16-byte chunk of 4 rows each;
+    kernels/include/quant_int8.cuh's QuadLayout)."""
+    return rows * width // 32
 
 
 def q_geometry(preset: str, granularity: str) -> GroupGeometry:
@@ -152,7 +153,7 @@ def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, 
     fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"),
                        options=instances.quant_int8_options(rows))
     # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
-    launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (rows * d // 32, 1, 1),
+    launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (quant_threads(d, rows), 1, 1),
            (x_hnd, *_hnd_strides(x_hnd), out_hnd, *_hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
             *geometry.args()), name="quant_int8_kernel")
     return out, scale
