@@ -31,7 +31,7 @@ STEM = "softmax-beside"
 TWO_SOFTMAX_STEM = "two-softmaxes-beside"  #: recordings of measure(softmax_warpgroups=2)
 
 
-def measure(iters: int = 2000, softmax_warpgroups: int = 1) -> list[dict]:
+def measure(iters: int = 2000, softmax_warpgroups: int = 1, options: tuple[str, ...] = ()) -> list[dict]:
     """One row per kind (sm_90 GPU): the step's median cycles over the SMs, their ratio to the step
     with nothing beside it, the other warpgroup's completed batches per 1,000 cycles, and the same
     rate with the softmax warpgroup asleep instead (``batches_per_kcycle_alone``). With
@@ -48,7 +48,7 @@ def measure(iters: int = 2000, softmax_warpgroups: int = 1) -> list[dict]:
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     name = "bench_sm90_softmax_beside" if softmax_warpgroups == 1 else "bench_sm90_two_softmaxes_beside"
-    fn = load_function("microbench_softmax_beside.cu", name, arch="sm_90a")
+    fn = load_function("microbench_softmax_beside.cu", name, arch="sm_90a", options=tuple(options))
     threads = 128 * (softmax_warpgroups + 1)
 
     def run(beside: int, softmax_off: bool) -> tuple[float, float]:  # (cycles of warpgroup 0, batches per kcycle)

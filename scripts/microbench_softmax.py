@@ -11,6 +11,10 @@ attention kernel runs 2 consumer warps per scheduler; its traced softmax phase
 
     python3 scripts/microbench_softmax.py --beside [--out FILE.json]
 
+--define MACRO=V (repeatable) builds either kernel with an experiment's switch, e.g.
+`--define SM90_SPEC_MAX=1 --define MICROBENCH_RISING_MAX=1` (the speculative row max, redoing one
+row half every step).
+
 kernels/microbench_softmax_beside.cu (sm_90a) runs the same step on one warpgroup while a
 second warpgroup runs back-to-back tensor-core batches (Q.K^T, P.V, both as the attention
 kernel issues them, with and without the fold), the fold alone, or two variations of a batch
@@ -49,7 +53,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="with --beside: also write the rows as JSON")
     parser.add_argument("--softmax-warpgroups", type=int, default=1, choices=(1, 2),
                         help="with --beside: softmax warpgroups side by side (2: two warps per scheduler)")
+    parser.add_argument("--define", action="append", default=[], metavar="MACRO=V",
+                        help="a -D option for the kernel build (repeatable)")
     args = parser.parse_args(argv)
+    options = tuple(f"-D{x}" for x in args.define)
     if args.iters < 1:
         parser.error(f"--iters: expected at least 1 step, got {args.iters}")
     if not torch.cuda.is_available():
@@ -62,17 +69,17 @@ def main(argv=None) -> int:
         if reason:
             print(f"--beside {reason}: nothing measured", file=sys.stderr)
             return 2
-        rows = softmax_beside.measure(args.iters, args.softmax_warpgroups)
+        rows = softmax_beside.measure(args.iters, args.softmax_warpgroups, options)
         print_beside(rows)
         if args.out:
             command = (f"python3 scripts/microbench_softmax.py --beside --iters {args.iters} "
-                       f"--softmax-warpgroups {args.softmax_warpgroups}")
-            args.out.write_text(json.dumps({"schema": softmax_beside.SCHEMA, "command": command,
+                       f"--softmax-warpgroups {args.softmax_warpgroups}" + "".join(f" --define {x}" for x in args.define))
+            args.out.write_text(json.dumps({"schema": softmax_beside.SCHEMA, "command": command, "options": list(options),
                                             "softmax_warpgroups": args.softmax_warpgroups,
                                             "gpu": torch.cuda.get_device_name(0), "runs": [rows]}, indent=1) + "\n")
         return 0
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    fn = load_function("microbench_softmax.cu", "bench_sm90_softmax")
+    fn = load_function("microbench_softmax.cu", "bench_sm90_softmax", options=options)
     print(f"{'warps/scheduler':>15} {'threads':>8} {'cycles/step':>12} {'cycles/warp-step':>17}")
     for warps_per_scheduler in (1, 2, 3, 4):
         threads = 128 * warps_per_scheduler
