@@ -11,9 +11,8 @@ attention kernel runs 2 consumer warps per scheduler; its traced softmax phase
 
     python3 scripts/microbench_softmax.py --beside [--out FILE.json]
 
---define MACRO=V (repeatable) builds either kernel with an experiment's switch, e.g.
-`--define SM90_SPEC_MAX=1 --define MICROBENCH_RISING_MAX=1` (the speculative row max, redoing one
-row half every step).
+--define MACRO=V (repeatable) builds either kernel with an experiment's switch in the softmax step,
+e.g. `--define SM90_ABLATE_PACK=1` (log seq 180-181 used it for the speculative row max, tree 18309d8).
 
 kernels/microbench_softmax_beside.cu (sm_90a) runs the same step on one warpgroup while a
 second warpgroup runs back-to-back tensor-core batches (Q.K^T, P.V, both as the attention

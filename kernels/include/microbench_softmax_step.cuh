@@ -5,12 +5,6 @@
 #pragma once
 #include "attn_sm90/softmax.cuh"
 
-// MICROBENCH_RISING_MAX (the speculative max's redo, SM90_SPEC_MAX): 0 = the scores stand still (the
-// default), 1 = one row half's max moves every step, 2 = both halves'.
-#ifndef MICROBENCH_RISING_MAX
-#define MICROBENCH_RISING_MAX 0
-#endif
-
 SAGE_DEVICE float sm90_softmax_steps(int iters) {
   const int lane = threadIdx.x % 32;
   i32 s[Sm90Preset::S_REGS];
@@ -24,10 +18,7 @@ SAGE_DEVICE float sm90_softmax_steps(int iters) {
     for (int i = 0; i < Sm90Preset::S_REGS; ++i) asm volatile("" : "+r"(s[i]));  // new scores, for the compiler
     float alpha[2];
     u32 p[Sm90Preset::PV_STEPS][4];
-    if (MICROBENCH_RISING_MAX > 0) s[0] = 2001 + it;  // row half 0's max moves every step
-    if (MICROBENCH_RISING_MAX > 1) s[2] = 2001 + it;  // and half 1's
-    if (SM90_SPEC_MAX && it > 0) sm90_online_softmax_speculative<false>(s, mask, 1e-3f, m, l, alpha, p);
-    else sm90_online_softmax<false>(s, mask, 1e-3f, m, l, alpha, p);
+    sm90_online_softmax<false>(s, mask, 1e-3f, m, l, alpha, p);
 #pragma unroll
     for (int k = 0; k < Sm90Preset::PV_STEPS; ++k)
 #pragma unroll

@@ -244,8 +244,6 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
   const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
   if (j >= c.full_blocks) {
     sm90_online_softmax<true, sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
-  } else if (SM90_SPEC_MAX && j > 0) {  // block 0 starts from the initial max: it would always redo
-    sm90_online_softmax_speculative<sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
   } else {
     sm90_online_softmax<false, sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
   }

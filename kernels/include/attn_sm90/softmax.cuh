@@ -117,6 +117,10 @@ SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32
   }
 }
 
+// Closed (EXPERIMENT_LOG seq 180-181; trees 5fba05a and 18309d8 have SM90_SPEC_MAX): the exp pass run with
+// the running max as it stands, beside the row max, redoing a row half whose max moved. Same bits;
+// kernel only 0.73-0.83x at every shape, and only 0.97x beside the batches in the microbenchmark
+// with no redo at all.
 template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
@@ -134,66 +138,28 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
   }
 }
 
-// One P word: the exp2 of row half h's scores among 16 keys (n-tiles 2c and 2c + 1), added to
-// that half's partial row sum, as four e4m3 bytes.
-template <bool MASKED, bool CVT_FOLD, int S_REGS>
-SAGE_DEVICE u32 sm90_softmax_exp_word(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
-                                      int c, int h, float (&sum)[2]) {
-  float pv[4];
-  const float biased_m = CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
-#pragma unroll
-  for (int b = 0; b < 4; ++b) {
-    const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
-    const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
-                        : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
-    float x = fmaf(score, mult, -biased_m);
-    if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
-    pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
-    sum[h] += pv[b];
-  }
-  return SM90_ABLATE_PACK ? (__float_as_uint(pv[0]) ^ __float_as_uint(pv[2])) : e4m3x4(pv[0], pv[1], pv[2], pv[3]);
-}
-
 template <bool MASKED, bool CVT_FOLD, int S_REGS>
 SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
                                   float (&sum)[2], u32 (&p)[S_REGS / 16][4]) {
 #pragma unroll
   for (int c = 0; c < S_REGS / 8; ++c)  // 16 keys: n-tiles 2c and 2c + 1
 #pragma unroll
-    for (int h = 0; h < 2; ++h)  // row half
-      p[c / 2][2 * (c % 2) + h] = sm90_softmax_exp_word<MASKED, CVT_FOLD>(s, mask, mult, m, c, h, sum);
-}
-
-// The speculative row max (SM90_SPEC_MAX=1; 0, the default, never): an unmasked block's exp pass
-// runs with the running max as it stands, beside the block's row max instead of after it, so the
-// max's chain (the INT32 maxima, the quad shuffles) leaves the front of the softmax. When the
-// block moves a row half's max, that half's exp pass runs again with the new one. Where the max
-// stands, m_new == m_old, and the speculative pass computed exactly what the plain step computes,
-// bit for bit; on a redo the half's sum starts again from zero in the same order. What it costs
-// is the redo: with random scores a row's max moves in ~H(n) of n blocks, about 5 of 128 at
-// N 16384, and a warp redoes a half when any of its 8 rows moved.
-#ifndef SM90_SPEC_MAX
-#define SM90_SPEC_MAX 0
-#endif
-
-template <bool CVT_FOLD, int S_REGS>
-SAGE_DEVICE void sm90_online_softmax_speculative(const i32 (&s)[S_REGS], const BlockMask &mask, float mult,
-                                                 float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                                 u32 (&p)[S_REGS / 16][4]) {
-  const float m_old[2] = {m[0], m[1]};
-  float sum[2] = {0.0f, 0.0f};
-  sm90_softmax_exp<false, CVT_FOLD>(s, mask, mult, m_old, sum, p);
-  sm90_softmax_max<false>(s, mask, mult, m, alpha);
+    for (int h = 0; h < 2; ++h) {  // row half
+      float pv[4];
+      const float biased_m = CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (__any_sync(0xffffffffu, m[h] != m_old[h])) {  // warp-uniform: the redo's lanes all run it
-      sum[h] = 0.0f;
-#pragma unroll
-      for (int c = 0; c < S_REGS / 8; ++c)
-        p[c / 2][2 * (c % 2) + h] = sm90_softmax_exp_word<false, CVT_FOLD>(s, mask, mult, m, c, h, sum);
+      for (int b = 0; b < 4; ++b) {
+        const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
+        const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
+                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
+        float x = fmaf(score, mult, -biased_m);
+        if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
+        pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
+        sum[h] += pv[b];
+      }
+      p[c / 2][2 * (c % 2) + h] = SM90_ABLATE_PACK ? (__float_as_uint(pv[0]) ^ __float_as_uint(pv[2]))
+                                                   : e4m3x4(pv[0], pv[1], pv[2], pv[3]);
     }
-    l[h] = fmaf(l[h], alpha[h], sum[h]);
-  }
 }
 
 // The block's softmax step: l = l * alpha + the block's row sums. CVT_FOLD: the conversion folded
