@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from sagelib import backends, bench
+from sagelib.commands.bench import CUDA_COOLDOWN_S
 from sagelib.cuda import quant_bench
 
 
@@ -38,9 +39,9 @@ def main(argv=None) -> int:
     parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS),
                         help="comma-separated backends (unavailable ones are reported and skipped)")
     parser.add_argument("--shapes", default=None, help="comma-separated B:H:N:D (default: the issue's shapes)")
-    parser.add_argument("--cooldown-s", type=float, default=2.0,
-                        help="idle seconds before each timed case (default 2: a case right after heavy ones "
-                             "otherwise starts under the power cap; EXPERIMENT_LOG seq 104)")
+    parser.add_argument("--cooldown-s", type=float, default=CUDA_COOLDOWN_S,
+                        help=f"idle seconds before each timed case (default {CUDA_COOLDOWN_S:g}: a case right after "
+                             "heavy ones otherwise starts under the power cap; EXPERIMENT_LOG seq 104, 182)")
     args = parser.parse_args(argv)
     if not args.cooldown_s >= 0:
         parser.error(f"--cooldown-s: expected 0 or more seconds, got {args.cooldown_s}")

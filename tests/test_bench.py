@@ -397,6 +397,16 @@ def test_cli_cpu_smoke_run_writes_valid_json(sagelib_cli, tmp_path):
     bench.validate_document(document)
     assert [r["causal"] for r in document["records"]] == [False, True]
     assert "TOPS" in stdout and "reference" in stdout
+    assert document["plan"]["timing"]["cooldown_s"] == 0.0  # no idle on the CPU unless asked
+
+
+def test_cli_idles_before_each_gpu_case_unless_told_otherwise():
+    from sagelib.commands.bench import CUDA_COOLDOWN_S, cooldown_for
+
+    assert CUDA_COOLDOWN_S == 2.0  # what seq 182 measured as enough on the H200
+    assert cooldown_for("cuda", None) == CUDA_COOLDOWN_S
+    assert cooldown_for("cpu", None) == 0.0
+    assert cooldown_for("cuda", 0.0) == 0.0 and cooldown_for("cpu", 5.0) == 5.0
 
 
 def test_cli_out_is_written_by_the_shared_strict_writer(sagelib_cli, tmp_path, monkeypatch):

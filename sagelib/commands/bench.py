@@ -17,6 +17,17 @@ import sys
 
 from sagelib.cli import UsageError, output_file
 
+#: Idle seconds before each timed case on a GPU (sagelib.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
+#: too). On the H200 a D64 case timed right after a D128 one read 3-5% slow end to end, with a 5-6% IQR, at 0 s;
+#: after 2, 5 or 10 s it read the same within 0.5% (EXPERIMENT_LOG seq 182).
+CUDA_COOLDOWN_S = 2.0
+
+
+def cooldown_for(device: str, given: float | None) -> float:
+    """The idle seconds before each case: ``given`` (--cooldown-s) when set, else CUDA_COOLDOWN_S on cuda and none
+    on the CPU (a functional smoke run, where the power cap does not come in)."""
+    return given if given is not None else CUDA_COOLDOWN_S if device == "cuda" else 0.0
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -35,9 +46,9 @@ def register(subparsers) -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
     parser.add_argument("--budget-s", type=float, default=2.0,
                         help="fewer repetitions (not under 5) when a case would take longer (default 2 s)")
-    parser.add_argument("--cooldown-s", type=float, default=0.0,
+    parser.add_argument("--cooldown-s", type=float, default=None,
                         help="idle seconds before each timed case, so none starts under the power cap a heavy case "
-                             "before it left (default 0)")
+                             f"before it left (default {CUDA_COOLDOWN_S:g} on cuda, 0 on cpu)")
     parser.add_argument("--no-kernel-only", action="store_true",
                         help="skip the kernel-only timing of quantized backends")
     parser.add_argument("--ceilings", choices=("measure", "skip"), default="measure",
@@ -76,14 +87,15 @@ def _plan(args):
     parsed("--dtype", parse_dtype, args.dtype)
     if args.reps < 1 or args.warmup < 0:
         raise UsageError(f"--reps/--warmup: expected reps >= 1 and warmup >= 0, got {args.reps} and {args.warmup}")
-    if not args.cooldown_s >= 0:
-        raise UsageError(f"--cooldown-s: expected 0 or more seconds, got {args.cooldown_s}")
-    timing = TimingConfig(warmup=args.warmup, reps=args.reps, min_reps=min(5, args.reps), budget_s=args.budget_s,
-                          cooldown_s=args.cooldown_s)
     if args.layout not in ("HND", "NHD"):
         raise UsageError(f"--layout: expected HND or NHD, got {args.layout!r}")
     if args.device not in ("cuda", "cpu"):
         raise UsageError(f"--device: expected cuda or cpu, got {args.device!r}")
+    cooldown_s = cooldown_for(args.device, args.cooldown_s)
+    if not cooldown_s >= 0:
+        raise UsageError(f"--cooldown-s: expected 0 or more seconds, got {cooldown_s}")
+    timing = TimingConfig(warmup=args.warmup, reps=args.reps, min_reps=min(5, args.reps), budget_s=args.budget_s,
+                          cooldown_s=cooldown_s)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError(
             f"--device cuda: no CUDA GPU is visible to torch {torch.__version__}; run on a GPU host, "
