@@ -58,6 +58,7 @@ from sagelib.bench_ceilings import format_ceilings, measure_ceilings
 from sagelib.results import Results
 
 results = Results("03_performance", output_dir)
+results_dir = bench_records.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root
 not_live = bench_records.why_not_live(device)
 results.add("measured_now", not_live is None)
 
@@ -129,9 +130,9 @@ live_statuses = targets.evaluate(document) if document is not None and not recor
 if any(s.met is not None for s in live_statuses):
     statuses, target_source = live_statuses, f"measured now ({torch.cuda.get_device_name()})"
 else:
-    target_document, target_path = targets.latest_document(bench_records.resolve(recorded_dir))
+    target_document, target_path = targets.latest_document(results_dir)
     statuses = targets.evaluate(target_document, remeasures=targets.remeasures_of(
-        target_document, target_path, bench_records.resolve(recorded_dir))) if target_document else []
+        target_document, target_path, results_dir)) if target_document else []
     target_source = f"RECORDED: {target_path.name}" if target_path else ""
 if statuses:
     print(target_source)
@@ -151,7 +152,7 @@ else:
 # with fewer timed calls), so the lines show drift between runs as well as changes of the kernels.
 
 # %%
-recordings = targets.history(bench_records.resolve(recorded_dir))
+recordings = targets.history(results_dir)
 if recordings:
     print(targets.format_history(recordings))
     results.figure(bench_plots.target_history(recordings, "Each target as a share of its goal, recording by "
@@ -220,8 +221,8 @@ if quantizers is not None:
 # tree and card but not from the same call.
 
 # %%
-beside_rows, beside_path = short_call.load_beside(bench_records.resolve(recorded_dir))
-fusion_rows, fusion_path = short_call.load_fusion(bench_records.resolve(recorded_dir))
+beside_rows, beside_path = short_call.load_beside(results_dir)
+fusion_rows, fusion_path = short_call.load_fusion(results_dir)
 if beside_rows and fusion_rows:
     for shape in short_call_shapes:
         breakdown = short_call.call_breakdown(beside_rows, fusion_rows, shape)
@@ -253,7 +254,7 @@ if ceiling_reason is None:
     ceiling_title = f"measured now ({torch.cuda.get_device_name()}), {fusion_ceiling_rounds} rotated rounds"
 else:
     display(Markdown(f"Fusion ceilings not measured now: {ceiling_reason}"))
-    ceiling_rows, ceiling_path = quant_breakdown.latest_recording(bench_records.resolve(recorded_dir))
+    ceiling_rows, ceiling_path = quant_breakdown.latest_recording(results_dir)
     ceiling_title = f"RECORDED: {ceiling_path.name}" if ceiling_path else ""
 if ceiling_rows:
     for row in ceiling_rows:
