@@ -34,7 +34,7 @@ import torch
 
 from sagelib import softmax_beside
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import I32, launch
+from sagelib.cuda.launch import I32, KernelLaunchError, launch
 
 
 def print_beside(rows: list[dict]) -> None:
@@ -72,9 +72,10 @@ def main(argv=None) -> int:
         print_beside(rows)
         if args.out:
             command = (f"python3 scripts/microbench_softmax.py --beside --iters {args.iters} "
-                       f"--softmax-warpgroups {args.softmax_warpgroups}" + "".join(f" --define {x}" for x in args.define))
-            args.out.write_text(json.dumps({"schema": softmax_beside.SCHEMA, "command": command, "options": list(options),
-                                            "softmax_warpgroups": args.softmax_warpgroups,
+                       f"--softmax-warpgroups {args.softmax_warpgroups}"
+                       + "".join(f" --define {x}" for x in args.define))
+            args.out.write_text(json.dumps({"schema": softmax_beside.SCHEMA, "command": command,
+                                            "options": list(options), "softmax_warpgroups": args.softmax_warpgroups,
                                             "gpu": torch.cuda.get_device_name(0), "runs": [rows]}, indent=1) + "\n")
         return 0
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -84,8 +85,12 @@ def main(argv=None) -> int:
         threads = 128 * warps_per_scheduler
         cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
         sink = torch.empty(sms * threads, dtype=torch.float32, device="cuda")
-        for iters in (10, args.iters):  # the first launch warms up (and builds)
-            launch(fn, (sms, 1, 1), (threads, 1, 1), (I32(iters), cycles, sink), name="bench_sm90_softmax")
+        try:
+            for iters in (10, args.iters):  # the first launch warms up (and builds)
+                launch(fn, (sms, 1, 1), (threads, 1, 1), (I32(iters), cycles, sink), name="bench_sm90_softmax")
+        except KernelLaunchError as exc:  # e.g. a --define build needing more registers than 512 threads get
+            print(f"{warps_per_scheduler:>15} {threads:>8} did not launch: {str(exc).split(': ')[-1]}")
+            continue
         torch.cuda.synchronize()
         per_step = statistics.median(cycles.tolist()) / args.iters
         print(f"{warps_per_scheduler:>15} {threads:>8} {per_step:>12.0f} {per_step / warps_per_scheduler:>17.0f}")
