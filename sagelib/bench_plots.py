@@ -239,7 +239,8 @@ def target_bars(statuses: list, title: str):
 
 def target_history(recordings: list, title: str):
     """Each target's measured / goal in every recording (:func:`sagelib.targets.history`), oldest first: one line
-    per target through the recordings that measured it; filled markers where it was met; dashed: the goal."""
+    per target through the recordings that measured it; filled markers where it was met; dashed: the goal; the dates
+    of recordings that measured only some targets in grey, with how many."""
     fig, ax = plt.subplots(figsize=(12, 4.8))
     shown = [1.0]
     if recordings:
@@ -253,9 +254,14 @@ def target_history(recordings: list, title: str):
                        facecolors=[line.get_color() if s.met else "white" for _, s in points])
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
     ax.set_ylim(min(shown) - 0.15, max(shown) + 0.05)  # room below the lines for the legend
-    labels = [f"{r.created_utc[5:16].replace('T', ' ')} {r.tree[:7]}" for r in recordings]
+    # a recording that measured only some targets (a notebook's run, a focused re-measure) says how many, in grey
+    labels = [f"{r.created_utc[5:16].replace('T', ' ')} {r.tree[:7]}"
+              + ("" if r.measured == len(r.statuses) else f" ({r.measured}/{len(r.statuses)})") for r in recordings]
     ax.set_xticks(range(len(recordings)), labels, rotation=70, fontsize=6, ha="right")
-    ax.set_ylabel("measured / goal (dashed: the goal; filled: met)")
+    for tick, r in zip(ax.get_xticklabels(), recordings):
+        if r.measured < len(r.statuses):
+            tick.set_color("grey")
+    ax.set_ylabel("measured / goal (dashed: the goal; filled: met; grey dates: partial recordings)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=4, loc="lower right")
     fig.tight_layout()

@@ -232,6 +232,12 @@ class Recording:
     tree: str  #: the source tree the document names ("" when it names none)
     statuses: tuple[Status, ...]
 
+    @property
+    def measured(self) -> int:
+        """How many targets the document measured: all of them in a full bench, fewer in a notebook's run or a
+        focused re-measure."""
+        return sum(s.met is not None for s in self.statuses)
+
 
 def history(directory: str | Path | None = None, targets: tuple[Target, ...] = TARGETS) -> list[Recording]:
     """Every recorded bench document that measured at least one target's case, oldest first (by created_utc):
@@ -249,18 +255,21 @@ def history(directory: str | Path | None = None, targets: tuple[Target, ...] = T
 
 def format_history(recordings: list[Recording]) -> str:
     """One row per recording: when (UTC), which tree, each target's measured figure as a share of its goal (with *
-    where it was met, - where the document did not measure it), and the file."""
+    where it was met, - where the document did not measure it), how many targets it measured (a full bench
+    measures all; a notebook's run or a focused re-measure fewer), and the file."""
     if not recordings:
         return "no recorded bench document measured a target's case"
     columns = [s.target.short or f"{s.target.issue}:{i}" for i, s in enumerate(recordings[0].statuses)]
     width = max(8, *(len(c) for c in columns))
     lines = ["each target's measured figure as a share of its goal; * met, - not measured",
-             f"{'recorded (UTC)':<17} {'tree':<12} " + " ".join(f"{c:>{width}}" for c in columns) + "  file"]
+             f"{'recorded (UTC)':<17} {'tree':<12} " + " ".join(f"{c:>{width}}" for c in columns)
+             + f"  {'measured':>8}  file"]
     for r in recordings:
         cells = ["-" if s.met is None else distinct(s.measured / s.goal, 1.0, True) + ("*" if s.met else " ")
                  for s in r.statuses]
         lines.append(f"{r.created_utc[:16].replace('T', ' '):<17} {r.tree or '?':<12} "
-                     + " ".join(f"{c:>{width}}" for c in cells) + f"  {r.path.name}")
+                     + " ".join(f"{c:>{width}}" for c in cells)
+                     + f"  {f'{r.measured}/{len(r.statuses)}':>8}  {r.path.name}")
     return "\n".join(lines)
 
 

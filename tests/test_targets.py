@@ -191,6 +191,10 @@ def test_the_history_lists_each_recording_that_measured_a_target_oldest_first(tm
     assert lines[2].split()[:5] == ["2026-11-01", "09:00", "abc1234", "80.0%", "114.3%*"]
     assert lines[3].split()[:5] == ["2026-11-02", "10:30", "def5678fffff", "-", "114.3%*"]
     assert "101.0%*" in lines[3] and lines[3].endswith("a-bench-new.json")
+    # the newer document lacks the portable case: one target fewer, which its row says
+    assert recordings[1].measured == recordings[0].measured - 1
+    assert lines[2].split()[-2] == f"{recordings[0].measured}/{len(targets.TARGETS)}"
+    assert lines[3].split()[-2] == f"{recordings[1].measured}/{len(targets.TARGETS)}"
     assert targets.format_history([]) == "no recorded bench document measured a target's case"
 
 
@@ -208,6 +212,11 @@ def test_the_history_chart_draws_a_line_per_target_filled_where_met(tmp_path):
     d128, d64 = ax.collections[2], ax.collections[4]  # markers: D128 met in both (1010), D64 missed (640)
     assert [tuple(c) for c in d128.get_facecolors()] == [tuple(d128.get_edgecolors()[0])] * 2
     assert [tuple(c) for c in d64.get_facecolors()] == [(1.0, 1.0, 1.0, 1.0)] * 2
+    # the x labels: the date and tree of each; a partial recording also says how many targets it measured, in grey
+    ticks = ax.get_xticklabels()
+    partial = [r.measured < len(r.statuses) for r in recordings]
+    assert [f"({r.measured}/{len(r.statuses)})" in tick.get_text() for r, tick in zip(recordings, ticks)] == partial
+    assert [tick.get_color() == "grey" for tick in ticks] == partial
 
 
 def test_the_command_prints_the_history_and_refuses_a_single_document_flag(capsys):
