@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from sagelib import softmax_beside
-from sagelib.cuda.build import load_function
+from sagelib.cuda.build import define_options, load_function
 from sagelib.cuda.launch import I32, KernelLaunchError, launch
 
 
@@ -55,7 +55,10 @@ def main(argv=None) -> int:
     parser.add_argument("--define", action="append", default=[], metavar="MACRO=V",
                         help="a -D option for the kernel build (repeatable)")
     args = parser.parse_args(argv)
-    options = tuple(f"-D{x}" for x in args.define)
+    try:
+        options = define_options(args.define)
+    except ValueError as exc:
+        parser.error(str(exc))
     if args.iters < 1:
         parser.error(f"--iters: expected at least 1 step, got {args.iters}")
     if not torch.cuda.is_available():

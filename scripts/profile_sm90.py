@@ -19,6 +19,7 @@ import time
 import torch
 
 from sagelib.cuda import ops_sm90
+from sagelib.cuda.build import define_options
 
 
 POINTS = ("start", "softmax done", "turn", "issued", "complete", "folded")
@@ -98,10 +99,13 @@ def main(argv=None) -> int:
                         help="build Sm90Geometry<consumers, cta_k> instead of the preset's (experiments)")
     parser.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")
     args = parser.parse_args(argv)
+    try:
+        options = define_options(args.define)
+    except ValueError as exc:
+        parser.error(str(exc))
     b, h, n, d = (int(x) for x in args.shape.split(":"))
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     p = ops_sm90.prepare(q, k, v, causal=args.causal, check_finite=False)
-    options = tuple(f"-D{x}" for x in args.define)
     geometry = ops_sm90.Geometry(args.consumers, args.cta_k or 128) if args.consumers else None
     run_options = dict(cta_k=args.cta_k, geometry=geometry, stages=args.stages)
     if args.trace:

@@ -166,3 +166,15 @@ def test_a_macro_no_kernel_reads_is_refused(tmp_path, monkeypatch):
     assert "OLD_SWITCH" in kernel_identifiers() and "NEW_SWITCH" not in kernel_identifiers()
     (kernels / "include" / "h.cuh").write_text("#if NEW_SWITCH\n#endif\n")
     assert macro_options(["-DNEW_SWITCH=1"], "--flag", "") == ("-DNEW_SWITCH=1",)
+
+
+def test_a_scripts_defines_are_checked_as_build_options():
+    """scripts/microbench_softmax.py and scripts/profile_sm90.py take --define NAME[=VALUE]."""
+    from sagelib.cuda.build import define_options
+    assert define_options(["SM90_ABLATE_PACK=1", "SM90_TRACE"]) == ("-DSM90_ABLATE_PACK=1", "-DSM90_TRACE")
+    assert define_options([]) == ()
+    with pytest.raises(ValueError, match=r"--define: no kernel source reads the macro of \['-DSM90_ABLATE_PAKC=1'\].*"
+                                         r"e\.g\. --define SM90_ABLATE_PACK=1"):
+        define_options(["SM90_ABLATE_PAKC=1"])
+    with pytest.raises(ValueError, match=r"--define: expected -DNAME\[=VALUE\] or -UNAME words, got \['-D1X'\]"):
+        define_options(["1X"])

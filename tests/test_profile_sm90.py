@@ -3,6 +3,7 @@
 import importlib.util
 from pathlib import Path
 
+import pytest
 import torch
 
 from sagelib.cuda import ops_sm90
@@ -38,3 +39,10 @@ def test_a_tile_that_computed_nothing_is_named_not_given_negative_phases(capsys)
     assert "start" in computed
     assert "computed nothing" in passed and "until stored    2000" in passed and "period    2000" in passed
     assert "-" not in passed.split("at", 1)[1]
+
+
+def test_a_define_no_kernel_reads_is_refused_before_any_gpu_work(capsys):
+    with pytest.raises(SystemExit) as exited:
+        profile.main(["--define", "SM90_TRACEE=1"])
+    assert exited.value.code == 2
+    assert "--define: no kernel source reads the macro of ['-DSM90_TRACEE=1']" in capsys.readouterr().err

@@ -54,6 +54,12 @@ def macro_options(words, argument: str, example: str) -> tuple[str, ...]:
     return words
 
 
+def define_options(defines, argument: str = "--define") -> tuple[str, ...]:
+    """A script's ``--define NAME[=VALUE]`` arguments as build options, checked as :func:`macro_options` checks them
+    (a ValueError names ``argument``)."""
+    return macro_options([f"-D{d}" for d in defines], argument, f"{argument} SM90_ABLATE_PACK=1")
+
+
 _MACRO_WORD = re.compile(r"-[DU](?P<name>[A-Za-z_][A-Za-z0-9_]*)(=.*)?", re.S)
 
 
