@@ -255,11 +255,12 @@ def target_history(recordings: list, title: str):
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
     ax.set_ylim(min(shown) - 0.15, max(shown) + 0.05)  # room below the lines for the legend
     # a recording that measured only some targets (a notebook's run, a focused re-measure) says how many, in grey
-    labels = [f"{r.created_utc[5:16].replace('T', ' ')} {r.tree[:7]}"
-              + ("" if r.measured == len(r.statuses) else f" ({r.measured}/{len(r.statuses)})") for r in recordings]
+    partial = [r.measured < len(r.statuses) for r in recordings]
+    labels = [f"{r.created_utc[5:16].replace('T', ' ')} {r.tree[:7]}" + (f" ({r.measured}/{len(r.statuses)})" if part
+              else "") for r, part in zip(recordings, partial)]
     ax.set_xticks(range(len(recordings)), labels, rotation=70, fontsize=6, ha="right")
-    for tick, r in zip(ax.get_xticklabels(), recordings):
-        if r.measured < len(r.statuses):
+    for tick, part in zip(ax.get_xticklabels(), partial):
+        if part:
             tick.set_color("grey")
     ax.set_ylabel("measured / goal (dashed: the goal; filled: met; grey dates: partial recordings)")
     ax.set_title(title, fontsize=10)
