@@ -92,7 +92,7 @@ def main(argv=None) -> int:
             for iters in (10, args.iters):  # the first launch warms up (and builds)
                 launch(fn, (sms, 1, 1), (threads, 1, 1), (I32(iters), cycles, sink), name="bench_sm90_softmax")
         except KernelLaunchError as exc:  # e.g. a --define build needing more registers than 512 threads get
-            print(f"{warps_per_scheduler:>15} {threads:>8} did not launch: {str(exc).split(': ')[-1]}")
+            print(f"{warps_per_scheduler:>15} {threads:>8} did not launch: {exc.__cause__ or exc}")
             continue
         torch.cuda.synchronize()
         per_step = statistics.median(cycles.tolist()) / args.iters
