@@ -55,15 +55,6 @@
 //     (the early ticket decode it needs is level, 0.97-1.01x: the prefetches are the cost)
 #include "quant_int8.cuh"
 
-// Experiment switch (log seq 185, off by default): V written token-major, [B, H, n_pad, D] in natural
-// token order, straight from each thread's quad with 8-byte stores, without the shared-memory
-// transpose. Its output is not what the attention kernels read: it times what the transpose costs
-// this pass, the most an in-kernel transpose of V could win back (issue 6: "transposed by the V
-// quantizer or in the kernel, whichever measures faster").
-#ifndef QUANT_KV_V_TOKEN_MAJOR
-#define QUANT_KV_V_TOKEN_MAJOR 0
-#endif
-
 struct KVArgs {
   const u16 *k; i64 k_sb, k_sh, k_sn;
   const u16 *v; i64 v_sb, v_sh, v_sn;
@@ -313,25 +304,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
     sm.vmult[by_element<D>(tid)] = __uint_as_float(vw & ~VMULT_VALID);
   }
   __syncthreads();
-  if (a.do_v && QUANT_KV_V_TOKEN_MAJOR) {  // first, as below: frees vr before K needs registers
-    const int r = it.row0 + (int)L::row(tid);
-    u8 *out = a.v_fp8 + ((i64)it.bh * a.n_pad + r) * D + c * 8;
-    const float *vmult = &sm.vmult[c];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      u32 w[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float *m4 = vmult + 4 * h * L::CPR;
-        const u32 lo = e4m3x2(__fmul_rn(element<BF16>(vr[k], 4 * h), m4[0]),
-                              __fmul_rn(element<BF16>(vr[k], 4 * h + 1), m4[L::CPR]));
-        const u32 hi = e4m3x2(__fmul_rn(element<BF16>(vr[k], 4 * h + 2), m4[2 * L::CPR]),
-                              __fmul_rn(element<BF16>(vr[k], 4 * h + 3), m4[3 * L::CPR]));
-        w[h] = lo | (hi << 16);
-      }
-      if (r + k < a.n_pad) store_stream(out + (i64)k * D, u32x2{w[0], w[1]});  // rows past N: 0, the padding
-    }
-  } else if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
+  if (a.do_v) {  // V to e4m3 words in the tile first: frees vr before K needs registers
     u32 *vt = &sm.u.vt[vt_word(c * 8, L::row(tid) / 4)];
     const float *vmult = &sm.vmult[c];
 #pragma unroll
@@ -360,7 +333,7 @@ SAGE_DEVICE void apply_item(const KVArgs &a, const KVItem &it, u32 tid, KVSmem<D
         kr, km, a.k_int8 + it.kq_head, a.kq_sn, a.k_scale + (i64)it.bh * a.k_groups,
         a.n_tokens, it.row0, a.geo, a.k_groups, sm.quant, tid);
   }
-  if (a.do_v && !QUANT_KV_V_TOKEN_MAJOR) {
+  if (a.do_v) {
     if (!a.do_k) __syncthreads();  // (with K, quantize_tile_int8's barriers order the tile writes)
     u8 *out = a.v_fp8 + (i64)it.bh * D * a.n_pad;
 #pragma unroll

@@ -117,28 +117,6 @@ def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
 
 
 @gpu
-@pytest.mark.parametrize("n,d,dtype,preset,permute", [(4099, 64, torch.float16, "sm89", True),
-                                                      (1000, 128, torch.bfloat16, "sm90", True),
-                                                      (129, 128, torch.float16, "sm90", False)])
-def test_kv_token_major_v_holds_the_default_bytes(n, d, dtype, preset, permute):
-    """v_token_major (seq 185's experiment) writes V untransposed: the same bytes in token order, padding included;
-    K is untouched."""
-    seed = _seed()
-    _, k, v = _inputs(2, 3, 3, 64, n, d, dtype, "HND", seed)
-    runs = [ops._quantize_kv(k, v, preset=preset, granularity="per_thread", flavour="cuda", pv_accum="fp32+fp32",
-                             layout="HND", do_k=True, do_v=True, permute_v=permute, v_token_major=on)
-            for on in (False, True)]
-    ref, got = runs
-    ref_v = ref.v_fp8.view(torch.uint8)
-    if permute:
-        ref_v = ref_v[..., contract.token_permutation(ref_v.shape[-1], ref_v.device).argsort()]
-    assert got.v_fp8.shape == ref_v.transpose(-1, -2).shape
-    assert torch.equal(got.v_fp8.view(torch.uint8), ref_v.transpose(-1, -2)), f"seed={seed}"
-    for field in ("k_int8", "k_scale", "km", "v_scale"):
-        assert torch.equal(getattr(ref, field), getattr(got, field)), f"{field} differs (seed={seed})"
-
-
-@gpu
 @pytest.mark.parametrize("n,d,dtype,preset,gran,flavour", [(4099, 64, torch.float16, "sm89", "per_thread", "triton"),
                                                             (1000, 128, torch.bfloat16, "sm90", "per_thread", "cuda"),
                                                             (65, 128, torch.float16, "sm90", "per_warp", "triton")])

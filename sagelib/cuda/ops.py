@@ -169,13 +169,11 @@ class KVQuantized:
 
 
 def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
-                 do_k: bool, do_v: bool, permute_v: bool | None = None, v_token_major: bool = False) -> KVQuantized:
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
     """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
 
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
-    ``v_token_major``: V as e4m3 [B, H, n_pad, D] in natural token order, not transposed (an
-    experiment, log seq 185: what the transpose costs this pass; no attention kernel reads it).
     """
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
@@ -196,8 +194,7 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
         kq_args = (kq_hnd, *_hnd_strides(kq_hnd))
     v_args = (None, 0, 0, 0)
     if do_v:
-        v_shape = (b, h, n_pad, d) if v_token_major else (b, h, d, n_pad)
-        v_fp8 = torch.empty(v_shape, dtype=torch.float8_e4m3fn, device=dev)
+        v_fp8 = torch.empty((b, h, d, n_pad), dtype=torch.float8_e4m3fn, device=dev)
         v_scale = torch.empty((b, h, d), dtype=torch.float32, device=dev)
         v_args = (v_hnd, *_hnd_strides(v_hnd))
     # Workspace, zeroed by one memset: [ticket, head_done[B*H]] int32, then per channel
@@ -209,8 +206,7 @@ def _quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, p
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
-    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"),
-                       options=("-DQUANT_KV_V_TOKEN_MAJOR=1",) if v_token_major else ())
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
     items_per_head = -(-n // QUANT_ROWS)
     n_items = items_per_head * b * h
     threads = quant_threads(d)
