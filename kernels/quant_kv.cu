@@ -53,6 +53,10 @@
 //   items of two 128-token tiles, per-item costs paid once per 256  0.86-0.91x  (seq 170; tree feb8734)
 //   the next item's rows prefetched into L2, a line per thread     0.85-0.94x  (seq 172; tree acebbab)
 //     (the early ticket decode it needs is level, 0.97-1.01x: the prefetches are the cost)
+// And what the V transpose through shared memory costs this pass (issue 6 asks whether the quantizer or the
+// attention kernel should transpose V): V written token-major from registers, the same bytes, ran at
+// 0.981-0.993x of this pass's time, 0.02-0.49% of the whole call, the most a transpose in the attention
+// kernel could win back before its own cost; so V^T stays here (seq 186; tree ad3d70c has -DQUANT_KV_V_TOKEN_MAJOR=1)
 #include "quant_int8.cuh"
 
 struct KVArgs {
