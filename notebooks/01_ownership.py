@@ -745,3 +745,8 @@ plots.table(review)
 #   `sagelib kernels sass`; log seq 163), and under ncu the exp2 unit runs at 68% of its peak at D=64 with
 #   the issue slots 61% busy, while at D=128 no unit passes half (seq 166): D=64 sits ~1.45x from its
 #   exp2 bound, D=128 on the latency of the ping-pong chain above.
+# * Who transposes V: the issue left it to measurement (the quantizer or the kernel, whichever is
+#   faster). The K/V quantizer writes V^T through a shared-memory tile; written token-major straight
+#   from registers instead, the pass took 0.981-0.993x of its time, at most 0.5% of the whole call
+#   (B32 N1024 D128; log seq 186). That is all an in-kernel transpose could win back before the same
+#   shared-memory work lands on the attention kernel's warps, so V^T stays in the quantizer.
