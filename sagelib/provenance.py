@@ -202,6 +202,23 @@ def environment(repo_root: Path | str | None = None) -> dict:
     }
 
 
+#: The keys :func:`environment` writes, by which a JSON document is recognised as an environment record.
+ENVIRONMENT_KEYS = ("gpus", "driver", "cuda_runtime", "nvcc", "torch", "cupy", "triton", "python", "platform",
+                    "hostname", "git_commit", "git_dirty", "timestamp_utc", "missing")
+
+
+def environment_of(document: dict) -> dict | None:
+    """The environment record in ``document``: the document itself when it has any of :data:`ENVIRONMENT_KEYS` (a
+    run's environment.json), else its ``environment`` object when that has them (a bench file, a run.json), else
+    None. A whole results document stored as an environment would copy every figure into the inventory."""
+    if any(key in document for key in ENVIRONMENT_KEYS):
+        return document
+    nested = document.get("environment")
+    if isinstance(nested, dict) and any(key in nested for key in ENVIRONMENT_KEYS):
+        return nested
+    return None
+
+
 def dirty_tree_hint(env: dict) -> str | None:
     """What to do when a recording names its tree by a HEAD with uncommitted changes (None when it does not).
 

@@ -57,6 +57,22 @@ def test_environment_file_is_recorded(capsys, repo):
     assert '"NVIDIA H200"' in (repo / "inventory.json").read_text()
 
 
+def test_environment_is_taken_from_a_bench_file_and_other_documents_are_refused(capsys, repo):
+    """A bench file carries its environment under 'environment': that object is recorded, not the whole file's
+    figures; a document with no environment record at all is refused and nothing is written."""
+    (repo / "bench.json").write_text('{"schema": 1, "records": [{"tops": 843.8}], '
+                                     '"environment": {"gpus": ["NVIDIA H200"], "git_commit": "ab901c9"}}')
+    code, _, _ = run(capsys, *inv(repo, "add", "contract.md", "--kind", "timing", "--command", "c",
+                                  "--environment", str(repo / "bench.json")))
+    stored = (repo / "inventory.json").read_text()
+    assert code == 0 and '"ab901c9"' in stored and "843.8" not in stored
+    (repo / "figures.json").write_text('{"records": [1, 2]}')
+    code, _, err = run(capsys, *inv(repo, "add", "contract.md", "--kind", "timing", "--command", "c", "--replace",
+                                    "--environment", str(repo / "figures.json")))
+    assert code == 2 and "expected an environment record" in err and "['records']" in err
+    assert (repo / "inventory.json").read_text() == stored
+
+
 def test_paths_it_cannot_use_are_named_with_the_fix(capsys, repo, tmp_path_factory):
     elsewhere = tmp_path_factory.mktemp("elsewhere")
     add = ("add", "contract.md", "--kind", "contract", "--command", "by hand")

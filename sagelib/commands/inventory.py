@@ -104,6 +104,13 @@ def cmd_add(args) -> int:
             raise UsageError(f"--environment {args.environment!r}: expected a readable JSON file ({exc})") from None
         if not isinstance(environment, dict):
             raise UsageError(f"--environment {args.environment!r}: expected a JSON object")
+        document_keys = sorted(environment)
+        environment = provenance.environment_of(environment)
+        if environment is None:
+            raise UsageError(f"--environment {args.environment!r}: expected an environment record (keys such as "
+                             f"gpus, driver, torch, git_commit, as in a run's environment.json) or a document holding "
+                             f"one under 'environment' (a bench file); got keys {document_keys[:8]}. Pass the run's "
+                             f"environment.json, or --environment-here on the machine that produced the artifact")
     artifact = provenance.inventory_add(args.artifact, args.kind, args.command, environment=environment,
                                         note=args.note, replace=args.replace, path=path,
                                         root=args.root)
