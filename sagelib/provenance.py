@@ -209,7 +209,7 @@ ENVIRONMENT_KEYS = ("gpus", "driver", "cuda_runtime", "nvcc", "torch", "cupy", "
 
 def environment_of(document: dict) -> dict | None:
     """The environment record in ``document``: the document itself when it has any of :data:`ENVIRONMENT_KEYS` (a
-    run's environment.json), else its ``environment`` object when that has them (a bench file, a run.json), else
+    run's environment.json), else its ``environment`` object when that has them (a bench file), else
     None. A whole results document stored as an environment would copy every figure into the inventory."""
     if any(key in document for key in ENVIRONMENT_KEYS):
         return document
