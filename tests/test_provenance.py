@@ -30,6 +30,7 @@ def fake_tool(folder: Path, name: str, output: str, code: int = 0) -> None:
 def test_environment_has_every_key_and_is_json(tmp_path):
     env = provenance.environment()
     assert set(env) == KEYS
+    assert set(provenance.ENVIRONMENT_KEYS) == KEYS  # what environment_of recognises is what environment writes
     json.dumps(env)  # JSON-able as it is
     import torch
 
