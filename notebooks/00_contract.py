@@ -46,9 +46,10 @@ accumulation_sweep = [1024, 4096, 16384, 32768]
 import torch
 from IPython.display import Markdown, display
 
-from sagelib import contract, data, plots, studies
+from sagelib import contract, inputs as data
+from sagelib.studies import plots, contract_sweeps as studies
 from sagelib.contract import invariants
-from sagelib.results import Results
+from sagelib.records.results import Results
 
 results = Results("00_contract", output_dir)
 shape = data.Shape(batch=batch, heads=heads, tokens=n_tokens, head_dim=head_dim)
@@ -57,7 +58,7 @@ torch.set_num_threads(max(1, torch.get_num_threads()))
 # %% [markdown]
 # ## Inputs
 # Canonical inputs are drawn from fixed seeds on the CPU and hashed, so the numbers
-# below can be reproduced exactly (`sagelib.data`, `data/canonical_inputs.yaml`).
+# below can be reproduced exactly (`sagelib.inputs`, `data/canonical_inputs.yaml`).
 
 # %%
 inputs = {name: data.make(name, shape, device=device) for name in ("gaussian", "k_outliers", "heavy_tails")}
@@ -164,7 +165,7 @@ display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error i
 # where provenance is missing it is recorded as a blocker, never filled in by guess.
 
 # %%
-from sagelib import ledger, prior_work, provenance
+from sagelib.records import ledger, prior_work, provenance
 
 inventory = [row.as_dict() for row in provenance.verify_inventory()]
 results.add("inventory", inventory)

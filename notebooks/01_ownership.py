@@ -41,10 +41,11 @@ step_study_heads = 4
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import (bench_records, block_phases, data, microbench, ownership, plots, power, softmax_beside, studies,
-                     sweep_records, tile_balance)
-from sagelib.cuda import ops_sm90
-from sagelib.results import Results
+from sagelib.measure import recordings as bench_records, microbench, power
+from sagelib.studies import (block_phases, ownership, plots, softmax_beside, contract_sweeps as studies, sweep_records, tile_balance)
+from sagelib import inputs as data
+from sagelib.backends.kernels import ops_sm90
+from sagelib.records.results import Results
 
 results = Results("01_ownership", output_dir)
 architectures = ownership.CANDIDATES
@@ -296,7 +297,7 @@ else:
 # %% [markdown]
 # ## Softmax and P.V in separate warpgroups at head_dim 128: projected, built, slower
 # At D=128 no third consumer fits, and the traced chain of a consumer is its softmax, then its own
-# wgmma batch, then the fold. `sagelib.role_split` models a split (record sm90-role-split): softmax
+# wgmma batch, then the fold. `sagelib.studies.role_split` models a split (record sm90-role-split): softmax
 # warpgroups that own S, P and the row state and hand P (e4m3, in the wgmma A layout) and alpha to
 # P.V warpgroups through shared memory; the P.V warpgroups own O, run P.V with P from shared memory
 # in two 64-channel passes, fold and store. The table is the register fit per role; the chart
@@ -305,7 +306,7 @@ else:
 # softmax ran ~1600-2200 cycles, not ~1100. The measured rows follow the projection.
 
 # %%
-from sagelib import role_split
+from sagelib.studies import role_split
 
 split = role_split.RoleSplit(head_dim=128)
 results.add("role split: registers (model)", split.table())
@@ -570,7 +571,7 @@ else:
 # The cycles above are only half of speed: under sustained N=16384 load the card holds its board
 # power at the 700 W cap by lowering the SM clock, so a unit's energy per operation costs clock.
 # `scripts/sweep_sm90.py --ablate --sustain 4` runs each leave-one-out build back to back for 4 s
-# from idle while nvidia-smi samples the clock and the instantaneous power (`sagelib.power`), and
+# from idle while nvidia-smi samples the clock and the instantaneous power (`sagelib.measure.power`), and
 # keeps what follows the first second (record sm90-energy-per-unit). A build that leaves the cap
 # runs at 1,980 MHz: its gain is cycles and clock together. Leaving out the K/V copies (the L2-to-SM
 # traffic) took D=128 off the cap (1.05x), which bounds what sharing each stage between two CTAs
@@ -604,7 +605,7 @@ else:
 # CTA draws a fixed sum of causal tile lengths and the unlucky ones finish last; a global counter
 # hands each tile to whichever CTA is free. The kernel now takes tiles from a counter, causal ones
 # heaviest first across the heads whose K and V fit 24 MB of L2 (`kernels/include/attn_sm90/scheduler.cuh`).
-# Modelled below (`sagelib.tile_balance`: a tile costs its key blocks plus half a block): the
+# Modelled below (`sagelib.studies.tile_balance`: a tile costs its key blocks plus half a block): the
 # share of the card busy until the last CTA finishes. Measured: causal kernel-only +5-6% at
 # N=16384 and +14-15% at N=1024, B=32 (experiment log, record sm90-tile-scheduler). The model
 # knows nothing of L2: at N=1024, B=32 the window measured 4% slower than the plain head-major

@@ -42,9 +42,10 @@ map_head_dim = 128
 # %%
 from IPython.display import Markdown, display
 
-from sagelib import bench_records, plots
-from sagelib.cuda import parity
-from sagelib.results import Results
+from sagelib.measure import recordings as bench_records
+from sagelib.studies import plots
+from sagelib.measure import parity
+from sagelib.records.results import Results
 
 results = Results("02_parity", output_dir)
 reason = parity.kernel_unavailable_reason(device)

@@ -14,7 +14,7 @@
 # # 03 · Performance against the peers
 #
 # How fast is each attention backend, and how close does it come to what the card can do?
-# Every number here is timed by `sagelib.bench`: CUDA events after warm-up, the median of many
+# Every number here is timed by `sagelib.measure.bench`: CUDA events after warm-up, the median of many
 # repetitions (with the interquartile range kept), inputs rotated across buffers that together
 # exceed twice the L2, fresh random data, and every output checked (poisoned memory first, then
 # every element finite and sampled rows against exact attention).
@@ -53,9 +53,10 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from sagelib import bench, bench_plots, bench_records, quant_breakdown, short_call, targets
-from sagelib.bench_ceilings import format_ceilings, measure_ceilings
-from sagelib.results import Results
+from sagelib.measure import bench, recordings as bench_records, targets
+from sagelib.studies import bench_plots, quant_breakdown, short_call
+from sagelib.measure.ceilings import format_ceilings, measure_ceilings
+from sagelib.records.results import Results
 
 results = Results("03_performance", output_dir)
 results_dir = bench_records.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root
@@ -70,7 +71,7 @@ results.add("measured_now", not_live is None)
 
 # %%
 if not_live is None:
-    from sagelib.cuda import quant_bench  # needs CuPy: imported only where a GPU runs
+    from sagelib.measure import quant_bench
 
     usable, skipped = bench_records.usable_backends(backends)
     results.add("skipped_backends", skipped)
@@ -118,7 +119,7 @@ if document is not None:
 
 # %% [markdown]
 # ## Where the issues' targets stand
-# Each speed target of issues 4 and 6 (`sagelib.targets`, also `sagelib targets` on the command
+# Each speed target of issues 4 and 6 (`sagelib.measure.targets`, also `sagelib targets` on the command
 # line) read against the sweep above when it was measured now, otherwise against the newest
 # recorded bench document that measured the targets' cases. Peers' figures come from the same
 # document; a case the document lacks is shown as not measured, never as met. A case the recorded
@@ -238,7 +239,7 @@ else:
 # ## Each fusion's ceiling: the call with a pass taken away
 # Issue 6 asks for the entry fusion (Q and K quantized in the kernel's prologue) and the direct V
 # preparation (V quantized inside the pipeline) to be measured. Before building either, this times
-# the call pass by pass (`sagelib.quant_breakdown`: cuDNN, the call, its kernel, Q, K alone, V alone,
+# the call pass by pass (`sagelib.studies.quant_breakdown`: cuDNN, the call, its kernel, Q, K alone, V alone,
 # K and V in one launch, in rotated rounds in one process) and draws the call with each pass removed
 # as if its fusion cost nothing. These are upper bounds: a fused pass is never free in the kernel
 # (Q's measured as costly as its pass, log seq 51 and 76), and K's mean and V's channel amax still

@@ -41,9 +41,10 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from sagelib import bench_records, plots, profiling
+from sagelib.measure import recordings as bench_records, profiling
+from sagelib.studies import plots
 from sagelib.cuda import sass
-from sagelib.results import Results
+from sagelib.records.results import Results
 
 results = Results("04_profile", output_dir)
 tools = profiling.tools()

@@ -12,7 +12,7 @@ the check for TimingConfig.cooldown_s.
 
 With --clock-trace it instead runs back-to-back B2 H32 N16384 D128 calls (cuda-sm90's kernel alone,
 then cuDNN's call) for --load-s seconds each, from idle, while nvidia-smi samples the SM clock, power
-and throttle reasons every 100 ms (sagelib.power): how soon a bench-length measurement meets the
+and throttle reasons every 100 ms (sagelib.measure.power): how soon a bench-length measurement meets the
 power cap, and the clock, power and time per call after the first second.
 """
 
@@ -26,7 +26,9 @@ import time
 
 import torch
 
-from sagelib import backends, bench, power, quant_breakdown
+from sagelib import backends
+from sagelib.measure import bench, power
+from sagelib.studies import quant_breakdown
 
 SMALL, BIG = bench.Shape(32, 32, 1024, 1024, 128), bench.Shape(2, 32, 16384, 16384, 128)
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,temperature.memory,power.draw,clocks_throttle_reasons.active"
@@ -39,7 +41,7 @@ def smi() -> str:
 
 
 def clock_trace(load_s: float, idle_s: float) -> None:
-    """The SM clock and power (sagelib.power, every 100 ms) while each heavy call runs back to back from idle."""
+    """The SM clock and power (sagelib.measure.power, every 100 ms) while each heavy call runs back to back from idle."""
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
     big = bench.random_inputs(BIG, torch.float16, dev, "HND", seed=1)

@@ -6,7 +6,7 @@ Usage (GPU host, repository root):
 1. Device copy bandwidth (bytes read + written), the ceiling the quantizers are held to.
 2. Quantizers: Q to INT8 (quant_qk.cu) and K smoothing + INT8 K + V to e4m3 (quant_kv.cu),
    and all of quantization together, in TB/s counting the bytes each must read and write.
-3. Attention through ``sagelib.bench`` (CUDA events, rotated buffers, checked outputs):
+3. Attention through ``sagelib.measure.bench`` (CUDA events, rotated buffers, checked outputs):
    our backends (cuda, cuda-per-warp-fp16, and on sm_90 cuda-sm90 and its three-consumer
    geometry cuda-sm90-k64), sdpa-flash, sdpa-cudnn and
    sage (where installed), end to end and kernel-only, with ratios.
@@ -22,9 +22,10 @@ from pathlib import Path
 
 import torch
 
-from sagelib import backends, bench
+from sagelib import backends
+from sagelib.measure import bench
 from sagelib.commands.bench import CUDA_COOLDOWN_S
-from sagelib.cuda import quant_bench
+from sagelib.measure import quant_bench
 
 
 DEFAULT_BACKENDS = ("cuda-sm90", "cuda-sm90-k64", "cuda", "cuda-per-warp-fp16", "sage", "sdpa-flash", "sdpa-cudnn")

@@ -8,7 +8,7 @@ operands (so a quantizer bug and an attention bug show separately).
 import torch
 
 from sagelib import contract
-from sagelib.cuda import ops
+from sagelib.backends.kernels import ops
 
 
 def show(name, ours, ref):

@@ -16,7 +16,7 @@ import torch
 os.environ.setdefault("SAGELIB_SYNC_LAUNCHES", "1")
 
 from sagelib import contract  # noqa: E402
-from sagelib.cuda import ops_sm90  # noqa: E402
+from sagelib.backends.kernels import ops_sm90
 
 CASES = [  # (b, hq, hkv, nq, nkv, d, causal)
     (1, 1, 1, 128, 128, 128, False),

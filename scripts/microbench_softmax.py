@@ -17,7 +17,7 @@ e.g. `--define SM90_ABLATE_PACK=1` (log seq 180-181 used it for the speculative 
 kernels/microbench_softmax_beside.cu (sm_90a) runs the same step on one warpgroup while a
 second warpgroup runs back-to-back tensor-core batches (Q.K^T, P.V, both as the attention
 kernel issues them, with and without the fold), the fold alone, or two variations of a batch
-(sagelib.softmax_beside.KINDS). Printed per kind: the softmax step's cycles, their ratio to the
+(sagelib.studies.softmax_beside.KINDS). Printed per kind: the softmax step's cycles, their ratio to the
 step with nothing beside it, and the batches the other warpgroup completed per 1,000 cycles,
 beside the softmax and with the softmax warpgroup asleep.
 """
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from sagelib import softmax_beside
+from sagelib.studies import softmax_beside
 from sagelib.cuda.build import define_options, load_function
 from sagelib.cuda.launch import I32, KernelLaunchError, launch
 
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         print("no CUDA GPU: nothing measured", file=sys.stderr)
         return 2
     if args.beside:
-        from sagelib.cuda import ops_sm90
+        from sagelib.backends.kernels import ops_sm90
 
         reason = ops_sm90.unavailable_reason()
         if reason:

@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from sagelib.cuda import ops
+from sagelib.backends.kernels import ops
 
 
 def main(argv=None) -> int:

@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from sagelib.cuda import ops_sm90
+from sagelib.backends.kernels import ops_sm90
 from sagelib.cuda.build import define_options
 
 

@@ -6,7 +6,7 @@ Usage (repository root):
 Per shape (fp16, HND, non-causal, the sm90 preset's per_thread quantizers): cuDNN's SDPA call, the
 cuda-sm90 call end to end, its kernel alone, and the quantization passes (Q; K alone; V alone; K and
 V in one launch, as the call runs them). Each call is timed in every round, the rounds in rotated
-order, all in one process; the median of the round medians is kept. Then sagelib.quant_breakdown's
+order, all in one process; the median of the round medians is kept. Then sagelib.studies.quant_breakdown's
 ceilings: the call with each pass taken away as if its fusion were free (upper bounds: its
 docstring says why).
 """
@@ -18,8 +18,9 @@ import sys
 
 import torch
 
-from sagelib import bench, bench_records, quant_breakdown
-from sagelib.datafile import utc_stamp
+from sagelib.measure import bench, recordings as bench_records
+from sagelib.studies import quant_breakdown
+from sagelib.records.datafile import utc_stamp
 
 
 def main(argv=None) -> int:

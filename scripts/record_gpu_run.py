@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from sagelib import bench_records
+from sagelib.measure import recordings as bench_records
 
 
 def _load(path: Path) -> dict:

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from sagelib.cuda import ops, ops_sm90
+from sagelib.backends.kernels import ops, ops_sm90
 
 CASES = [  # (n_q, n_kv, d, layout, h_q, h_kv, causal, alignment, granularity, pv_accum, dtype)
     (17, 17, 64, "HND", 2, 1, True, "bottom_right", "per_thread", "fp32+fp32", torch.float16),

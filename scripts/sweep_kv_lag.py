@@ -13,8 +13,8 @@ import statistics
 
 import torch
 
-from sagelib import bench
-from sagelib.cuda import ops
+from sagelib.measure import bench
+from sagelib.backends.kernels import ops
 
 
 def main() -> int:

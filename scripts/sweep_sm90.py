@@ -13,7 +13,7 @@ carried cache spends its time measuring. --cta-k 64 sweeps the three-consumer ge
 build variant for this run without editing SCHEDULES, e.g.
     python3 scripts/sweep_sm90.py --schedule "one Q slot=-DSM90_Q_SLOTS=1" --variants "default,one Q slot" --rounds 5
 --sustain S runs each variant back to back for S seconds from idle instead, while nvidia-smi samples
-the SM clock and power (sagelib.power): the time per call under the card's power cap, with the
+the SM clock and power (sagelib.measure.power): the time per call under the card's power cap, with the
 clock and power it ran at, e.g. what each leave-one-out build saves in energy:
     python3 scripts/sweep_sm90.py --ablate --sustain 4 --shapes 2:32:16384:128
 """
@@ -83,7 +83,7 @@ def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
               schedules: dict[str, tuple[str, ...]] = SCHEDULES) -> None:
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
-    from sagelib.cuda.ops_sm90 import ARCH, check_stages, geometry_for
+    from sagelib.backends.kernels.ops_sm90 import ARCH, check_stages, geometry_for
 
     for d in (64, 128):
         g = geometry_for(cta_k, d)
@@ -139,14 +139,14 @@ def main(argv=None) -> int:
         return 0
     import torch
 
-    from sagelib.cuda import ops_sm90
+    from sagelib.backends.kernels import ops_sm90
 
     reason = ops_sm90.unavailable_reason()
     if reason:
         print(reason, file=sys.stderr)
         return 2
-    from sagelib import power
-    from sagelib.bench import time_ms
+    from sagelib.measure import power
+    from sagelib.measure.bench import time_ms
 
     rows = []
     print(f"{'shape':<34} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"
@@ -198,8 +198,9 @@ def main(argv=None) -> int:
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
-        from sagelib import bench, bench_records, sweep_records
-        from sagelib.datafile import utc_stamp
+        from sagelib.measure import bench, recordings as bench_records
+        from sagelib.studies import sweep_records
+        from sagelib.records.datafile import utc_stamp
 
         created = utc_stamp()
         document, nonfinite = bench_records.finite_only(

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-from sagelib import bench
+from sagelib.measure import bench
 from sagelib.backends import Backend
-from sagelib.bench import Shape, TimingConfig
+from sagelib.measure.bench import Shape, TimingConfig
 
 CPU = torch.device("cpu")
 FAST = TimingConfig(warmup=1, reps=4, min_reps=2, budget_s=5.0)
@@ -180,7 +180,7 @@ def test_time_ms_is_the_median_of_the_timings(monkeypatch, times, expected):
 
 
 def test_quant_bench_re_exports_the_timer():
-    from sagelib.cuda import quant_bench
+    from sagelib.measure import quant_bench
 
     assert quant_bench.time_ms is bench.time_ms
 
@@ -346,7 +346,7 @@ def test_peer_ratios_and_ceiling_fractions():
 
 
 def test_ceilings_are_measured_or_say_why_not():
-    from sagelib.bench_ceilings import format_ceilings, measure_ceilings
+    from sagelib.measure.ceilings import format_ceilings, measure_ceilings
 
     ceilings = measure_ceilings(CPU, gemm_size=64, copy_bytes=1 << 16,
                                 timing=TimingConfig(warmup=1, reps=3, min_reps=1, budget_s=1))
@@ -410,7 +410,7 @@ def test_cli_idles_before_each_gpu_case_unless_told_otherwise():
 
 
 def test_cli_out_is_written_by_the_shared_strict_writer(sagelib_cli, tmp_path, monkeypatch):
-    from sagelib import bench_records
+    from sagelib.measure import recordings as bench_records
 
     written, real = [], bench_records.write_json
     monkeypatch.setattr(bench_records, "write_json", lambda doc, path: written.append(path) or real(doc, path))
@@ -460,7 +460,7 @@ def test_gpu_sdpa_backends_time_and_pass_their_check(name):
 
 @pytest.mark.gpu
 def test_gpu_ceilings_measured():
-    from sagelib.bench_ceilings import measure_ceilings
+    from sagelib.measure.ceilings import measure_ceilings
 
     ceilings = measure_ceilings(torch.device("cuda"), gemm_size=4096, copy_bytes=1 << 28,
                                 timing=TimingConfig(warmup=2, reps=5, min_reps=2, budget_s=1))

@@ -1,10 +1,10 @@
-"""sagelib.bench_plots: what the charts of notebook 03 say."""
+"""sagelib.studies.bench_plots: what the charts of notebook 03 say."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-from sagelib import bench_plots  # noqa: E402
+from sagelib.studies import bench_plots
 
 
 def test_the_quantizer_chart_tells_a_share_near_the_target_from_it():

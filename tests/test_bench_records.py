@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sagelib import bench, bench_records
+from sagelib.measure import bench, recordings as bench_records
 
 
 def test_curve_plan_keeps_tokens_fixed():

@@ -3,7 +3,7 @@ split into its phases."""
 
 import pytest
 
-from sagelib import block_phases
+from sagelib.studies import block_phases
 
 SAMPLE = """# a comment line
 ## first build

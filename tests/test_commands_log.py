@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from sagelib import cli, ledger
+from sagelib import cli
+from sagelib.records import ledger
 
-SOURCE = "sagelib/datafile.py"  # any repository file serves as a kernel source for the fingerprint
+SOURCE = "sagelib/records/datafile.py"  # any repository file serves as a kernel source for the fingerprint
 
 
 def run(capsys, *argv):

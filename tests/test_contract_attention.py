@@ -11,7 +11,8 @@ import math
 import pytest
 import torch
 
-from sagelib import contract, metrics
+from sagelib import contract
+from sagelib.contract import metrics
 from sagelib.contract import presets as P
 from sagelib.contract.fp8 import round_e4m3, round_e4m3_arithmetic, truncate_fp22
 

@@ -127,7 +127,7 @@ def test_cpu_tensor_is_refused_before_dlpack():
 
 def test_cupy_missing_reason_says_how_to_install_and_is_none_when_cupy_imports(monkeypatch):
     import sagelib.cuda
-    from sagelib import microbench
+    from sagelib.measure import microbench
 
     def broken(name):
         raise ImportError(f"libcudart.so.13: cannot open shared object file ({name})")

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from sagelib import contract
-from sagelib.cuda import ops, parity
-from sagelib.cuda.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
+from sagelib.backends.kernels import ops
+from sagelib.measure import parity
+from sagelib.measure.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 
 gpu = pytest.mark.gpu
 

@@ -15,8 +15,9 @@ import torch
 
 from sagelib import contract
 from sagelib.contract import presets as P
-from sagelib.cuda import ops_sm90, parity
-from sagelib.cuda.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
+from sagelib.backends.kernels import ops_sm90
+from sagelib.measure import parity
+from sagelib.measure.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 
 gpu = pytest.mark.gpu
 
@@ -140,7 +141,7 @@ def test_persistent_grid_covers_more_tiles_than_sms():
 def test_canonical_accuracy_is_the_contract_sm90_accuracy():
     """The ANCHORS accuracy input (B1 H8 N4096 D128, k with a 4x channel bias) against float64."""
     _needs_sm90()
-    from sagelib import metrics
+    from sagelib.contract import metrics
 
     q, k, v = _inputs(1, 8, 8, 4096, 4096, 128, torch.float16, "HND", 0)
     exact = contract.reference_attention(q, k, v)
@@ -282,7 +283,7 @@ def test_both_kernels_read_the_same_flag_bits():
     """ops.kernel_flags builds one `flags` argument for attn_mma.cu and attn_sm90.cu: their bits must agree."""
     import re
 
-    from sagelib.cuda import ops
+    from sagelib.backends.kernels import ops
     from sagelib.cuda.build import INCLUDE_DIR, KERNELS_DIR
 
     def defines(path, prefix):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from sagelib import data
+from sagelib import inputs as data
 
 SMALL = data.Shape(batch=1, heads=2, tokens=32, head_dim=16)
 

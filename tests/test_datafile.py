@@ -1,4 +1,4 @@
-"""sagelib.datafile: errors that point at a line, hashing, repository-relative paths."""
+"""sagelib.records.datafile: errors that point at a line, hashing, repository-relative paths."""
 
 import hashlib
 import re
@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sagelib.datafile import UTC_FORMAT, DataFileError, canonical_json, repo_relative, sha256_file, utc_stamp
+from sagelib.records.datafile import UTC_FORMAT, DataFileError, canonical_json, repo_relative, sha256_file, utc_stamp
 
 
 def test_error_message_names_file_line_and_fix():

@@ -133,7 +133,7 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
 
 
 def test_json_report_is_written_by_the_shared_strict_writer(tmp_path, capsys, monkeypatch):
-    from sagelib import bench_records
+    from sagelib.measure import recordings as bench_records
 
     result = check.CheckResult([check.TargetResult("quant_qk.cu", "sm_90", True, [
         check.KernelReport("quant_int8_kernel<128, false, false>", "quant_qk.cu", "sm_90", registers=96)])], [])

@@ -1,4 +1,4 @@
-"""sagelib.ledger: the hash-chained experiment log, its tampering checks, locking and crashes.
+"""sagelib.records.ledger: the hash-chained experiment log, its tampering checks, locking and crashes.
 
 Every test works on a log in a temporary folder; the committed log is only ever copied.
 Expected hashes are computed here with hashlib/json, not with the code under test.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sagelib import ledger
+from sagelib.records import ledger
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -219,7 +219,7 @@ def test_unknown_status_in_the_file_is_a_schema_problem(tmp_path):
 
 
 def test_append_and_render_refuse_a_broken_log(tmp_path):
-    from sagelib import ledger_render
+    from sagelib.records import log_view as ledger_render
 
     path = make_log(tmp_path)
     lines = lines_of(path)
@@ -257,7 +257,7 @@ def test_torn_last_line_is_reported_refused_and_repaired(tmp_path):
 def test_killed_writer_leaves_a_verifiable_log(tmp_path):
     path = make_log(tmp_path, 3)
     size = path.stat().st_size
-    code = ("import sys; from sagelib import ledger; "
+    code = ("import sys; from sagelib.records import ledger; "
             "sys.path.insert(0, sys.argv[2]); from test_ledger import fields; "
             "ledger.append(fields('doomed'), sys.argv[1])")
     env = {**os.environ, ledger.PAUSE_MID_APPEND_ENV: "60"}
@@ -305,7 +305,7 @@ def test_concurrent_appends_lose_nothing(tmp_path):
 
 
 def test_committed_log_verifies_and_holds_the_prior_work(tmp_path):
-    from sagelib import prior_work
+    from sagelib.records import prior_work
 
     shutil.copy(REPO / "data" / "experiment_log.jsonl", tmp_path / "log.jsonl")
     shutil.copy(REPO / "EXPERIMENT_LOG.md", tmp_path / "log.md")

@@ -1,8 +1,8 @@
-"""sagelib.ledger_render: the generated Markdown view of the log."""
+"""sagelib.records.log_view: the generated Markdown view of the log."""
 
 import json
 
-from sagelib import ledger, ledger_render
+from sagelib.records import ledger, log_view as ledger_render
 
 
 def record_fields(**extra):

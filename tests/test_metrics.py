@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from sagelib import metrics
+from sagelib.contract import metrics
 
 
 def test_hand_computed_values():

@@ -1,12 +1,12 @@
-"""sagelib.softmax_beside (scripts/microbench_softmax.py --beside): the softmax step beside another
+"""sagelib.studies.softmax_beside (scripts/microbench_softmax.py --beside): the softmax step beside another
 warpgroup's work on sm_90, and its recordings."""
 
 import json
 
 import pytest
 
-from sagelib import softmax_beside
-from sagelib.cuda import ops_sm90
+from sagelib.studies import softmax_beside
+from sagelib.backends.kernels import ops_sm90
 
 
 def test_the_recording_has_a_row_per_kind_in_order():
@@ -46,7 +46,7 @@ def test_beside_rows_count_the_other_warpgroups_batches():
 def test_pingpong_projection_is_two_steps_beside_batch_and_fold():
     import dataclasses
 
-    from sagelib import ownership
+    from sagelib.studies import ownership
 
     hw = dataclasses.replace(ownership.H200, sms=100, clock_ghz=1.0)  # 1e11 SM clocks per second
     rows = [{"kind": "nothing", "cycles_per_step": 800.0},
@@ -60,7 +60,7 @@ def test_pingpong_projection_is_two_steps_beside_batch_and_fold():
 
 
 def test_pingpong_projection_names_the_kinds_it_needs():
-    from sagelib import ownership
+    from sagelib.studies import ownership
 
     with pytest.raises(ValueError, match="expected the kinds 'nothing' and 'P.V \\+ Q.K\\^T batches, then the fold'"):
         softmax_beside.pingpong_projection([{"kind": "nothing", "cycles_per_step": 800.0}], ownership.H200)
@@ -85,7 +85,7 @@ def test_two_softmax_warpgroups_beside_the_batches():
 def test_side_by_side_projection_takes_the_two_softmax_step_as_the_period():
     import dataclasses
 
-    from sagelib import ownership
+    from sagelib.studies import ownership
 
     hw = dataclasses.replace(ownership.H200, sms=100, clock_ghz=1.0)
     rows = [{"kind": "nothing", "cycles_per_step": 1200.0}, {"kind": "P.V + Q.K^T batches", "cycles_per_step": 1600.0}]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sagelib import ncu_source
+from sagelib.measure import ncu_source
 
 # Two kernels as ncu prints them (its own messages first); the columns are a subset of the real page's.
 HEADER = ('"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed",'
@@ -94,7 +94,8 @@ def test_cli_a_csv_of_another_page_exits_1(sagelib_cli, tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_stalls_of_one_attention_kernel(sagelib_cli, tmp_path):
-    from sagelib import backends, profiling
+    from sagelib import backends
+    from sagelib.measure import profiling
 
     if not profiling.tool_status("ncu").available:
         pytest.skip(f"ncu: {profiling.tool_status('ncu').reason}")

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from sagelib import bench, bench_records, runner
+from sagelib.measure import bench, recordings as bench_records
+from sagelib.run import runner
 
 
 def _run(tmp_path, name, recorded_dir):

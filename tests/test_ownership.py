@@ -5,7 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from sagelib import microbench, ownership
+from sagelib.measure import microbench
+from sagelib.studies import ownership
 
 
 def test_wgmma_warpgroup_registers_by_hand():
@@ -133,8 +134,8 @@ def test_the_recorded_h200_microbenchmarks_load_as_rates():
 def test_a_microbenchmark_document_reads_back_as_the_rates_it_holds():
     rates = [microbench.Rate("ex2", "exp2", "results/clk/SM", 15.9, "mufu_per_clk"),
              microbench.Rate("mma_sync_f16", "f16 mma", "ops/clk/SM", 2683.0, "mma_sync_pv_ops_per_clk")]
-    doc = json.loads(json.dumps(microbench.document(rates, "python3 -m sagelib.microbench")))
-    assert doc["schema"] == microbench.SCHEMA and doc["command"] == "python3 -m sagelib.microbench"
+    doc = json.loads(json.dumps(microbench.document(rates, "python3 -m sagelib.measure.microbench")))
+    assert doc["schema"] == microbench.SCHEMA and doc["command"] == "python3 -m sagelib.measure.microbench"
     fields = set(microbench.Rate.__dataclass_fields__)
     assert [microbench.Rate(**{k: v for k, v in r.items() if k in fields}) for r in doc["rates"]] == rates
     hw = microbench.measured_hardware(rates)

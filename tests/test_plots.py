@@ -1,10 +1,10 @@
-"""sagelib.plots helpers that notebooks share."""
+"""sagelib.studies.plots helpers that notebooks share."""
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-from sagelib import plots  # noqa: E402
+from sagelib.studies import plots
 
 
 def test_stacked_bars_draws_every_stack_however_many():

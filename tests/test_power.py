@@ -1,8 +1,8 @@
-"""sagelib.power: nvidia-smi lines parsed, and a sustained load summarised after its ramp (CPU only)."""
+"""sagelib.measure.power: nvidia-smi lines parsed, and a sustained load summarised after its ramp (CPU only)."""
 
 import pytest
 
-from sagelib import power
+from sagelib.measure import power
 
 
 def test_parse_sample_reads_the_query_fields():

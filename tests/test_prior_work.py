@@ -1,4 +1,4 @@
-"""sagelib.prior_work: the closed experiments as data, and the loader's errors.
+"""sagelib.records.prior_work: the closed experiments as data, and the loader's errors.
 
 The expected figures below are copied from the research log (shared/seed/experiment_log.md),
 not produced by the loader.
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sagelib import prior_work
-from sagelib.datafile import DataFileError
+from sagelib.records import prior_work
+from sagelib.records.datafile import DataFileError
 
 EXPECTED_RULES = {
     "p0-register-caps": ("never_unchanged", ("implementation_changed",)),

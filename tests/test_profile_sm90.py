@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sagelib.cuda import ops_sm90
+from sagelib.backends.kernels import ops_sm90
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "profile_sm90.py"
 _spec = importlib.util.spec_from_file_location("profile_sm90", _PATH)

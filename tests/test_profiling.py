@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagelib import profiling
+from sagelib.measure import profiling
 
 # ncu --csv --page raw: one wide row per kernel, units in the row under the header.
 RAW_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)

@@ -1,4 +1,4 @@
-"""sagelib.provenance: the environment record and the reference inventory."""
+"""sagelib.records.provenance: the environment record and the reference inventory."""
 
 import hashlib
 import json
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sagelib import provenance
-from sagelib.datafile import DataFileError
+from sagelib.records import provenance
+from sagelib.records.datafile import DataFileError
 
 REPO = Path(__file__).resolve().parents[1]
 

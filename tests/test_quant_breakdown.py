@@ -1,4 +1,4 @@
-"""sagelib.quant_breakdown and scripts/quant_breakdown.py: the call pass by pass, and each fusion's ceiling."""
+"""sagelib.studies.quant_breakdown and scripts/quant_breakdown.py: the call pass by pass, and each fusion's ceiling."""
 
 import importlib.util
 import json
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sagelib import backends, quant_breakdown
-from sagelib.cuda import ops_sm90
+from sagelib import backends
+from sagelib.studies import quant_breakdown
+from sagelib.backends.kernels import ops_sm90
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quant_breakdown.py"
 

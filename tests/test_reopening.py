@@ -1,12 +1,12 @@
-"""sagelib.reopening: proposals checked against closed work, fingerprints, declarations."""
+"""sagelib.records.reopening: proposals checked against closed work, fingerprints, declarations."""
 
 import hashlib
 import json
 
 import pytest
 
-from sagelib import ledger, reopening
-from sagelib.reopening import Declaration
+from sagelib.records import ledger, reopening
+from sagelib.records.reopening import Declaration
 
 
 @pytest.fixture

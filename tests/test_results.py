@@ -1,4 +1,4 @@
-"""sagelib.results: what a notebook records, mirrored to results.json on every call."""
+"""sagelib.records.results: what a notebook records, mirrored to results.json on every call."""
 
 import dataclasses
 import json
@@ -13,7 +13,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from sagelib.results import Results, load_results, to_json  # noqa: E402
+from sagelib.records.results import Results, load_results, to_json  # noqa: E402
 
 
 def read(results):

@@ -1,8 +1,8 @@
-"""sagelib.role_split: the register fit and the period projection of softmax and P.V in separate warpgroups."""
+"""sagelib.studies.role_split: the register fit and the period projection of softmax and P.V in separate warpgroups."""
 
 import pytest
 
-from sagelib import role_split
+from sagelib.studies import role_split
 
 
 def test_registers_fit_with_p_v_in_64_channel_passes_only():

@@ -1,11 +1,11 @@
-"""sagelib.run_report: the notebook HTML, environment.json and the run's index.html."""
+"""sagelib.run.report: the notebook HTML, environment.json and the run's index.html."""
 
 import json
 import sys
 
 import nbformat
 
-from sagelib import run_report
+from sagelib.run import report as run_report
 
 
 def executed_notebook(path, code_marker="SECRET_SOURCE_LINE"):
@@ -38,9 +38,9 @@ def test_environment_uses_provenance(tmp_path):
 
 
 def test_environment_falls_back_and_says_partial(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "sagelib.provenance", None)  # import now fails
+    monkeypatch.setitem(sys.modules, "sagelib.records.provenance", None)  # import now fails
     record = run_report.write_environment(tmp_path, tmp_path)
-    assert record["partial"] is True and "sagelib.provenance" in record["partial_reason"]
+    assert record["partial"] is True and "sagelib.records.provenance" in record["partial_reason"]
     assert record["python"] == sys.version.split()[0] and "torch" in record and "git_commit" in record
 
 

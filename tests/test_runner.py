@@ -1,4 +1,4 @@
-"""sagelib.runner and `sagelib run`: parameters, discovery, the parameters-cell check,
+"""sagelib.run.runner and `sagelib run`: parameters, discovery, the parameters-cell check,
 and end-to-end runs of small notebooks (one fine, one failing) and of the real ones."""
 
 import json
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sagelib import cli, runner
+from sagelib import cli
+from sagelib.run import runner
 
 OK_NOTEBOOK = '''\
 # %% [markdown]
@@ -19,7 +20,7 @@ n = 3
 
 # %%
 import matplotlib.pyplot as plt
-from sagelib.results import Results
+from sagelib.records.results import Results
 
 CODE_ONLY_MARKER = n * 2
 results = Results("01_ok", output_dir)
@@ -37,7 +38,7 @@ FAILING_NOTEBOOK = '''\
 output_dir = "outputs/interactive/02_fail"
 
 # %%
-from sagelib.results import Results
+from sagelib.records.results import Results
 results = Results("02_fail", output_dir)
 results.headline("before_failure", 1.5)
 print("first cell ran")

@@ -3,7 +3,7 @@
 import matplotlib
 import pytest
 
-from sagelib import bench_plots, short_call
+from sagelib.studies import bench_plots, short_call
 
 matplotlib.use("Agg")
 

@@ -1,11 +1,11 @@
-"""sagelib.sweep_records: variant speed against the baseline of the same recorded sweep."""
+"""sagelib.studies.sweep_records: variant speed against the baseline of the same recorded sweep."""
 
 import json
 import math
 
 import pytest
 
-from sagelib import sweep_records
+from sagelib.studies import sweep_records
 
 
 def _row(variant, shape, ms, stages=4, diff=0.0, **extra):

@@ -1,10 +1,11 @@
-"""sagelib.targets and `sagelib targets`: the issues' speed targets against a bench document."""
+"""sagelib.measure.targets and `sagelib targets`: the issues' speed targets against a bench document."""
 
 import json
 
 import pytest
 
-from sagelib import bench, cli, targets
+from sagelib.measure import bench, targets
+from sagelib import cli
 
 
 def _record(backend, mode, spec, causal, tops):
@@ -151,7 +152,7 @@ def test_the_chart_labels_a_near_miss_with_the_digits_that_tell_it_from_the_goal
     import matplotlib
 
     matplotlib.use("Agg")
-    from sagelib import bench_plots
+    from sagelib.studies import bench_plots
 
     assert targets.distinct(0.9986, 1.0, False, 2) == "0.999"
     assert targets.distinct(0.85, 1.0, False, 2) == "0.85"
@@ -202,7 +203,7 @@ def test_the_history_chart_draws_a_line_per_target_filled_where_met(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from sagelib import bench_plots
+    from sagelib.studies import bench_plots
 
     recordings = _recordings(tmp_path)
     ax = bench_plots.target_history(recordings, "test").axes[0]

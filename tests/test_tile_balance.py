@@ -1,11 +1,11 @@
-"""sagelib.tile_balance: the model of the Hopper kernel's tile scheduler."""
+"""sagelib.studies.tile_balance: the model of the Hopper kernel's tile scheduler."""
 
 import re
 from pathlib import Path
 
 import pytest
 
-from sagelib import tile_balance as tb
+from sagelib.studies import tile_balance as tb
 
 SCHEDULER = Path(__file__).resolve().parents[1] / "kernels" / "include" / "attn_sm90" / "scheduler.cuh"
 
@@ -55,7 +55,7 @@ def test_unknown_schedule_is_refused_with_the_choices():
 
 
 def test_the_three_consumer_geometry_counts_its_own_rows_and_keys():
-    from sagelib.cuda import ops_sm90
+    from sagelib.backends.kernels import ops_sm90
 
     g = ops_sm90.ROTATION_GEOMETRY
     p = tb.Problem(1, 1, 1000, 64, True, cta_q=g.cta_q, block_keys=g.block_keys)  # 192 rows, 64 keys

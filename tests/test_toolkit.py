@@ -1,9 +1,9 @@
-"""sagelib.toolkit: the one search for NVIDIA's tools, on fake install trees (no CUDA needed)."""
+"""sagelib.cuda.toolkit: the one search for NVIDIA's tools, on fake install trees (no CUDA needed)."""
 
 import stat
 import sys
 
-from sagelib import toolkit
+from sagelib.cuda import toolkit
 
 
 def _tool(folder, name, executable=True):

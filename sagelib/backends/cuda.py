@@ -27,7 +27,7 @@ class CudaBackend(Backend):
         self.granularity = granularity
         self.pv_accum = pv_accum
         #: The NaN/Inf scan reads q, k and v once more and synchronizes with the host;
-        #: off by default on this fast path (sagelib.cuda.ops.attention keeps it on).
+        #: off by default on this fast path (sagelib.backends.kernels.ops.attention keeps it on).
         self.check_finite = check_finite
         self.description = (f"our kernels: INT8 QK / e4m3 PV mma.sync, sm89 preset, {granularity}, {pv_accum}")
 
@@ -51,13 +51,13 @@ class CudaBackend(Backend):
         return None
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
-        from sagelib.cuda import ops
+        from sagelib.backends.kernels import ops
 
         return ops.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
                              pv_accum=self.pv_accum, return_lse=return_lse, check_finite=self.check_finite)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
-        from sagelib.cuda import ops
+        from sagelib.backends.kernels import ops
 
         prepared = ops.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                granularity=self.granularity, pv_accum=self.pv_accum, check_finite=self.check_finite)
@@ -90,19 +90,19 @@ class CudaSm90Backend(CudaBackend):
         reason = super().unavailable_reason()
         if reason is not None:
             return reason
-        from sagelib.cuda import ops_sm90
+        from sagelib.backends.kernels import ops_sm90
 
         return ops_sm90.unavailable_reason()
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
-        from sagelib.cuda import ops_sm90
+        from sagelib.backends.kernels import ops_sm90
 
         return ops_sm90.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                   granularity=self.granularity, return_lse=return_lse, check_finite=self.check_finite,
                                   cta_k=self.cta_k)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
-        from sagelib.cuda import ops_sm90
+        from sagelib.backends.kernels import ops_sm90
 
         prepared = ops_sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                     granularity=self.granularity, check_finite=self.check_finite)

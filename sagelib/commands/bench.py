@@ -5,7 +5,7 @@
     sagelib bench --list                # backends and whether each can run here
 
 Prints a table (median, IQR, TOPS, ratio to every peer in the run, output check) and, with
---out, writes the JSON document of :mod:`sagelib.bench` (environment, ceilings, every record).
+--out, writes the JSON document of :mod:`sagelib.measure.bench` (environment, ceilings, every record).
 Exit status: 0 when every case ran and passed its output check, 1 when one failed, 2 for bad
 input (unknown backend or shape syntax, a backend that cannot run here, no GPU).
 """
@@ -17,7 +17,7 @@ import sys
 
 from sagelib.cli import UsageError, output_file
 
-#: Idle seconds before each timed case on a GPU (sagelib.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
+#: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
 #: too). On the H200 a D64 case timed right after a D128 one read 3-5% slow end to end, with a 5-6% IQR, at 0 s;
 #: after 2, 5 or 10 s it read the same within 0.5% (EXPERIMENT_LOG seq 182).
 CUDA_COOLDOWN_S = 2.0
@@ -66,7 +66,7 @@ def _plan(args):
     import torch
 
     from sagelib import backends as registry
-    from sagelib.bench import SweepPlan, TimingConfig, parse_causal, parse_dtype, parse_shapes
+    from sagelib.measure.bench import SweepPlan, TimingConfig, parse_causal, parse_dtype, parse_shapes
 
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     if not names:
@@ -126,9 +126,9 @@ def main(args) -> int:
 
     import torch
 
-    from sagelib import bench_records
-    from sagelib.bench import format_table, run_sweep
-    from sagelib.bench_ceilings import format_ceilings, measure_ceilings
+    from sagelib.measure import recordings as bench_records
+    from sagelib.measure.bench import format_table, run_sweep
+    from sagelib.measure.ceilings import format_ceilings, measure_ceilings
 
     if args.out:
         out = output_file("--out", args.out)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sagelib import provenance
+from sagelib.records import provenance
 from sagelib.cli import UsageError, file_in_folder, input_file
 
 

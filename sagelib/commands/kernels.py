@@ -91,7 +91,7 @@ def run_check_command(args) -> int:
     result = check.run_check(args.kernel, args.arch, jobs=args.jobs, baseline={} if args.write_baseline else None)
     print(check.format_table(result))
     if json_out:
-        from sagelib import bench_records
+        from sagelib.measure import recordings as bench_records
 
         bench_records.write_json(check.to_json(result), json_out)
     if args.write_baseline:
@@ -153,9 +153,9 @@ def run_sass_command(args) -> int:
     if baseline is not None:
         print("\n" + sass.format_change(baseline, mixes, options))
     if json_out:
-        from sagelib import bench_records
-        from sagelib.datafile import utc_stamp
-        from sagelib.profiling import tool_status
+        from sagelib.measure import recordings as bench_records
+        from sagelib.records.datafile import utc_stamp
+        from sagelib.measure.profiling import tool_status
 
         document = sass.to_json(mixes, options, baseline)
         given = [f"--kernel {k}" for k in args.kernel or ()] + [f"--arch {a}" for a in args.arch or ()] \

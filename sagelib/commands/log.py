@@ -22,7 +22,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from sagelib import ledger, ledger_render, prior_work, reopening
+from sagelib.records import ledger, log_view as ledger_render, prior_work, reopening
 from sagelib.cli import UsageError, file_in_folder, input_file
 
 

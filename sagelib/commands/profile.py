@@ -78,7 +78,7 @@ def register(subparsers) -> None:
 def _validated_target(args):
     """Check the target's arguments here, so a mistake is one line, not a traceback from ncu's child."""
     from sagelib import backends
-    from sagelib.bench import parse_causal, parse_dtype, parse_shape
+    from sagelib.measure.bench import parse_causal, parse_dtype, parse_shape
 
     if args.backend not in backends.names():
         raise UsageError(f"--backend: unknown backend {args.backend!r}; expected one of {', '.join(backends.names())}")
@@ -112,7 +112,7 @@ def _write(out, payload) -> None:
 
 
 def cmd_tools(args) -> int:
-    from sagelib import profiling
+    from sagelib.measure import profiling
 
     for name, status in profiling.tools().items():
         print(f"{name:18s} "
@@ -123,7 +123,7 @@ def cmd_tools(args) -> int:
 
 
 def _program(args, causal):
-    from sagelib.profiling import launch_command
+    from sagelib.measure.profiling import launch_command
 
     return launch_command(args.backend, args.shape, causal=causal, dtype=args.dtype, mode=args.mode, layout=args.layout)
 
@@ -131,7 +131,7 @@ def _program(args, causal):
 def cmd_ncu(args) -> int:
     import tempfile
 
-    from sagelib import profiling
+    from sagelib.measure import profiling
 
     causal = _validated_target(args)
     _check_outputs(args, "--out", "--log")
@@ -168,7 +168,7 @@ def format_ncu(kernels) -> str:
 
 
 def cmd_sanitize(args) -> int:
-    from sagelib import profiling
+    from sagelib.measure import profiling
 
     causal = _validated_target(args)
     if args.tool not in profiling.SANITIZER_TOOLS:
@@ -185,7 +185,7 @@ def cmd_sanitize(args) -> int:
 
 
 def cmd_ptxas(args) -> int:
-    from sagelib import profiling
+    from sagelib.measure import profiling
 
     _check_outputs(args, "--out")
     table = profiling.ptxas_table()
@@ -202,7 +202,7 @@ def cmd_ptxas(args) -> int:
 def cmd_stalls(args) -> int:
     import subprocess
 
-    from sagelib import ncu_source, profiling
+    from sagelib.measure import ncu_source, profiling
 
     if args.top < 0:
         raise UsageError(f"--top: expected how many instructions to list (0 or more), got {args.top}")
@@ -249,7 +249,7 @@ def cmd_stalls(args) -> int:
 
 
 def cmd_launch(args) -> int:
-    from sagelib.profiling import launch_once
+    from sagelib.measure.profiling import launch_once
 
     causal = _validated_target(args)
     print(launch_once(args.backend, args.shape, causal=causal, dtype=args.dtype, mode=args.mode,

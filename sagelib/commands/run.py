@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sagelib import runner
+from sagelib.run import runner
 from sagelib.cli import UsageError, input_file
 
 

@@ -6,7 +6,7 @@
     sagelib targets --strict             # exit 1 unless every target is measured and met
     sagelib targets --history            # every recording in data/results, oldest first: how the targets moved
 
-One line per target of issues 4 and 6 (sagelib.targets.TARGETS): the measured figure, the goal
+One line per target of issues 4 and 6 (sagelib.measure.targets.TARGETS): the measured figure, the goal
 (a peer's figure from the same document where the target names one), met or how far short.
 
 A case the bench read with a wide timing spread (an outlier) can be re-measured at the same tree.
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("targets", help="the issues' speed targets against a recorded bench document",
                                    description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="source", metavar="FILE", default=None,
-                        help="a sagelib.bench JSON document (default: the newest suitable one in data/results)")
+                        help="a sagelib.measure.bench JSON document (default: the newest suitable one in data/results)")
     parser.add_argument("--with", dest="remeasures", metavar="FILE", action="append", default=[],
                         help="a bench document that re-measured some of --from's cases at the same tree "
                              "(repeatable); without --from, data/results' recordings at the bench's tree are used")
@@ -36,7 +36,7 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from sagelib import targets
+    from sagelib.measure import targets
     from sagelib.cli import UsageError
 
     if args.history:
@@ -72,8 +72,8 @@ def run(args) -> int:
 
 
 def _bench_document(option: str, given: str):
-    """The sagelib.bench document at ``given`` and its path; a UsageError naming ``option`` otherwise."""
-    from sagelib import bench
+    """The sagelib.measure.bench document at ``given`` and its path; a UsageError naming ``option`` otherwise."""
+    from sagelib.measure import bench
     from sagelib.cli import UsageError, input_file
 
     path = input_file(option, given, "a bench document written by `sagelib bench --out` or "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sagelib import metrics
+from sagelib.contract import metrics
 from sagelib.contract.config import ContractConfig, Exact
 from sagelib.contract.pipeline import run
 from sagelib.contract.reference import reference_attention

@@ -24,8 +24,9 @@ import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from sagelib import paths
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = paths.REPO_ROOT
 KERNELS_DIR = REPO_ROOT / "kernels"
 INCLUDE_DIR = KERNELS_DIR / "include"
 

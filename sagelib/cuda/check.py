@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sagelib import toolkit
+from sagelib.cuda import toolkit
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
 from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS, builds
 

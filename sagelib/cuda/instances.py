@@ -1,7 +1,7 @@
 """The template instantiations the launcher uses: what gets built, checked and cached.
 
 One list per kernel file, so ``sagelib kernels check`` compiles exactly what
-:mod:`sagelib.cuda.ops` launches.
+:mod:`sagelib.backends.kernels.ops` launches.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "quant_qk.cu": tuple(quant_int8(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "quant_kv.cu": tuple(quant_kv(d, bf, cf) for d in HEAD_DIMS for bf in (False, True) for cf in (False, True)),
     "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
-    # Phase 1 unit microbenchmarks (sagelib.microbench); extern "C", so the names are plain
+    # Phase 1 unit microbenchmarks (sagelib.measure.microbench); extern "C", so the names are plain
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
                       "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3", "bench_mma_sync_f16"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
@@ -80,7 +80,7 @@ INSTANCES: dict[str, tuple[str, ...]] = {
 }
 
 #: Builds beyond each file's default that the launcher makes, as extra nvcc options: K without smoothing under the
-#: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.cuda.ops._quantize_int8).
+#: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.backends.kernels.ops._quantize_int8).
 #: `sagelib kernels check` and `kernels build` cover every instance of the file in each of them too.
 VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {"quant_qk.cu": (quant_int8_options(QUANT_QK_TILE_ROWS),)}
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib import toolkit
+from sagelib.cuda import toolkit
 from sagelib.cuda import check
 
 #: the kernel files whose exp pass the table reports, and the architectures each is read for

@@ -1,0 +1,1 @@
+"""Measuring kernels: timing and sweeps, ceilings, parity, profiling, power, targets, microbenchmarks."""

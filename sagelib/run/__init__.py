@@ -1,0 +1,1 @@
+"""The batch runner behind ``sagelib run``: notebooks, parameters, execution with papermill, reports."""

@@ -1,0 +1,156 @@
+"""The figures the notebooks share. Each function draws on a new (or given) axes and returns the figure."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+
+import matplotlib.pyplot as plt
+
+
+def _axes(ax=None, size=(7, 4)):
+    if ax is None:
+        fig, ax = plt.subplots(figsize=size, constrained_layout=True)
+    return ax.figure, ax
+
+
+def error_budget_bars(rows_by_config: Mapping[str, Sequence], metric: str = "relative_l1", ax=None, title=None):
+    """Grouped bars: one group per stage, one bar per configuration (log scale).
+
+    rows_by_config: label -> list of sagelib.contract.StageError.
+    """
+    fig, ax = _axes(ax, (9, 4.5))
+    labels = list(rows_by_config)
+    stages = [r.label for r in next(iter(rows_by_config.values()))]
+    width = 0.8 / max(1, len(labels))
+    for i, label in enumerate(labels):
+        values = [max(getattr(r.error, metric), 1e-12) for r in rows_by_config[label]]
+        xs = [j + (i - (len(labels) - 1) / 2) * width for j in range(len(stages))]
+        bars = ax.bar(xs, values, width, label=label)
+        ax.bar_label(bars, fmt="%.1e", fontsize=7, rotation=90, padding=2)
+    ax.set_xticks(range(len(stages)), stages, rotation=20, ha="right")
+    ax.set_yscale("log")
+    ax.set_ylabel(metric.replace("_", " ") + " vs float64")
+    ax.set_title(title or "Error each stage adds on its own (others exact)")
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 30)  # room for the value labels
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def lines(x: Sequence, series: Mapping[str, Sequence], xlabel: str, ylabel: str, title: str = "",
+          logx: bool = False, logy: bool = False, ax=None, markers: bool = True):
+    """One line per series over a shared x."""
+    fig, ax = _axes(ax)
+    for label, ys in series.items():
+        ax.plot(list(x), list(ys), marker="o" if markers else None, label=label)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def heatmap(matrix, xlabel: str, ylabel: str, title: str = "", ax=None, cmap="viridis", colorbar_label=""):
+    """A 2-d array as an image with a colour bar (e.g. error over query block x key block)."""
+    fig, ax = _axes(ax, (6, 5))
+    data = matrix.detach().cpu().numpy() if hasattr(matrix, "detach") else matrix
+    im = ax.imshow(data, aspect="auto", origin="upper", cmap=cmap)
+    fig.colorbar(im, ax=ax, label=colorbar_label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    return fig
+
+
+def table(rows: Sequence[Mapping], columns: Sequence[str] | None = None):
+    """A list of dicts as a pandas-free HTML table (rendered by Jupyter through IPython.display.HTML)."""
+    from html import escape
+
+    columns = list(columns or (rows[0].keys() if rows else []))
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{escape(_fmt(r.get(c, '')))}</td>" for c in columns) + "</tr>" for r in rows
+    )
+    from IPython.display import HTML
+
+    return HTML(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def stacked_bars(categories: Sequence[str], stacks: Mapping[str, Sequence[float]], ylabel: str, title: str = "",
+                 limits: Mapping[str, float] | None = None, ax=None):
+    """One bar per category, split into ``stacks`` (label -> value per category); dashed lines for ``limits``."""
+    fig, ax = _axes(ax, (10, 4.5))
+    bottom = [0.0] * len(categories)
+    palette = plt.get_cmap("tab20").colors if len(stacks) > 10 else [None]  # the default cycle has 10
+    for i, (label, values) in enumerate(stacks.items()):
+        color = palette[i % len(palette)]  # past 20 stacks the colours repeat; no stack is dropped
+        ax.bar(range(len(categories)), list(values), bottom=bottom, label=label, color=color)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    for i, (label, y) in enumerate((limits or {}).items()):
+        ax.axhline(y, linestyle="--", color="black", linewidth=1)
+        ax.text(len(categories) - 0.5, y, f" {label}", va="bottom" if i == 0 else "top", ha="right", fontsize=8)
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.3 * (high - low))  # headroom, so the legend sits above the tallest bars
+    ax.legend(fontsize=7, loc="upper left", ncol=3)
+    return fig
+
+
+def grouped_bars(categories: Sequence[str], groups: Mapping[str, Sequence[float]], ylabel: str, title: str = "",
+                 ax=None, value_format: str = "%.0f"):
+    """Bars side by side: one group per category, one bar per ``groups`` entry."""
+    fig, ax = _axes(ax, (10, 4.5))
+    width = 0.8 / max(1, len(groups))
+    for i, (label, values) in enumerate(groups.items()):
+        xs = [j + (i - (len(groups) - 1) / 2) * width for j in range(len(categories))]
+        bars = ax.bar(xs, list(values), width, label=label)
+        ax.bar_label(bars, fmt=value_format, fontsize=7, padding=1)
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high + 0.15 * (high - low))  # headroom, so the legend sits above the tallest bars
+    ax.legend(fontsize=8, loc="upper right")
+    return fig
+
+
+def bound_bars(rows: Sequence[Mapping], head_dim: int, conversion: str, title: str, ax=None):
+    """Projected floor and serial TOPS per structure (rows of sagelib.studies.ownership.bound_table)."""
+    from sagelib.studies.ownership import FLOOR, SERIAL
+
+    sel = [r for r in rows if r["head_dim"] == head_dim and r["conversion"] == conversion]
+    return grouped_bars([r["structure"] for r in sel],
+                        {"floor (projection)": [r[FLOOR] for r in sel],
+                         "serial (projection)": [r[SERIAL] for r in sel]},
+                        ylabel="TOPS", title=title, ax=ax)
+
+
+def speedup_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], title: str = "", ax=None,
+                 reference: float = 1.0, xlabel: str = "speed against the baseline of the same call"):
+    """Horizontal bars, one row per label and one bar per ``series`` entry (NaN: no bar), a line at ``reference``."""
+    fig, ax = _axes(ax, (9, 0.3 * len(labels) * max(1, len(series)) ** 0.5 + 1.5))
+    height = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        ys = [j + (i - (len(series) - 1) / 2) * height for j in range(len(labels))]
+        ax.barh(ys, [v - reference for v in values], height, left=reference, label=name)
+    ax.axvline(reference, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    return fig

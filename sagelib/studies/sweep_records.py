@@ -1,0 +1,114 @@
+"""Recorded schedule sweeps of the Hopper kernel: each build variant's speed against its baseline.
+
+``scripts/sweep_sm90.py`` times build variants of ``kernels/attn_sm90.cu`` on the same prepared
+inputs in one call and checks each output against the baseline build's; its JSON (schema
+``sagelib.sweep-sm90/1``) is kept in ``data/results/`` with the experiment-log record that cites
+it. Ratios are taken inside one file only: absolute times drift between calls on a shared card.
+Leave-one-out builds (variants named ``ablate: ...``) compute wrong outputs on purpose and are
+not alternatives, so they are left out here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagelib.measure import recordings as bench_records
+
+SCHEMA = "sagelib.sweep-sm90/1"
+#: Output agreement with the baseline build below which a variant counts as the same computation.
+SAME_OUTPUT_REL_L1 = 2e-3
+
+
+@dataclass(frozen=True)
+class VariantRatio:
+    experiment: str    # the file's name without date and card, e.g. "sm90-sweep-defer-pv"
+    variant: str       # the variant's name in the file (with its ring depth when it is not the baseline's)
+    shape: str         # e.g. "B2 H32 N16384 D128 causal"
+    speedup: float     # baseline ms / variant ms, the mean over the file's repeats
+    low: float         # smallest and largest over the repeats
+    high: float
+    repeats: int
+    same_output: bool  # every repeat agreed with the baseline's output (else its time does not count)
+
+
+def baseline_variant(rows: list[dict]) -> str:
+    """The variant the others are compared with: ``default``, else the one marked ``(former default)``."""
+    names = {row["variant"] for row in rows}
+    if "default" in names:
+        return "default"
+    former = sorted(name for name in names if "(former default)" in name)
+    if not former:
+        raise ValueError(f"rows: expected a 'default' or a '(former default)' variant, got {sorted(names)}")
+    return former[0]
+
+
+def ratios(document: dict, experiment: str) -> list[VariantRatio]:
+    """Every non-baseline variant of one sweep document, per shape, against the baseline's deepest ring."""
+    rows = [row for row in document.get("rows", []) if not row["variant"].startswith("ablate:")]
+    if not rows:
+        return []
+    base_name = baseline_variant(rows)
+    # A shape listed twice in one call is a repeat too: number each (shape, variant, stages)'s
+    # occurrences, so every row meets the baseline row of its own pass.
+    passes, seen = [], {}
+    for row in rows:
+        key = (row["shape"], row["variant"], row["stages"], row.get("repeat", 1))
+        seen[key] = seen.get(key, 0) + 1
+        passes.append((row.get("repeat", 1), seen[key]))
+    baseline: dict[tuple, dict] = {}  # (shape, pass) -> the baseline row with the most stages
+    for row, at in zip(rows, passes):
+        key = (row["shape"], at)
+        if row["variant"] == base_name and (key not in baseline or row["stages"] > baseline[key]["stages"]):
+            baseline[key] = row
+    grouped: dict[tuple[str, str], list[tuple[float, bool]]] = {}
+    for row, at in zip(rows, passes):
+        base = baseline.get((row["shape"], at))
+        if base is None or row is base:
+            continue
+        name = row["variant"] if row["variant"] != base_name else f"{row['variant']}, {row['stages']} stages"
+        diff = row.get("rel_l1_to_default")
+        same = diff is not None and not math.isnan(diff) and diff < SAME_OUTPUT_REL_L1 and not row.get("invalid")
+        grouped.setdefault((name, row["shape"]), []).append((base["ms"] / row["ms"], same))
+    return [VariantRatio(experiment, name, shape, sum(s for s, _ in values) / len(values),
+                         min(s for s, _ in values), max(s for s, _ in values), len(values),
+                         all(same for _, same in values))
+            for (name, shape), values in grouped.items()]
+
+
+def experiment_name(path: Path) -> str:
+    """``2026-11-29-nvidia-h200-sm90-sweep-defer-pv.json`` -> ``sm90-sweep-defer-pv``."""
+    match = re.search(r"(sm90-[\w.-]+)$", path.stem)
+    return match.group(1) if match else path.stem
+
+
+def load_ratios(directory: str | Path = bench_records.RESULTS_DIR) -> list[VariantRatio]:
+    """The ratios of every recorded sweep in ``directory``, oldest file first."""
+    found = []
+    for document, path in bench_records.load_all(directory, SCHEMA):
+        found += ratios(document, experiment_name(path))
+    return found
+
+
+@dataclass(frozen=True)
+class BestOfRecord:
+    experiment: str
+    variant: str                # the variant with the highest mean speedup over ``shapes``
+    variants: int               # how many same-output variants the file timed on those shapes
+    speedup: dict[str, float]   # shape -> that variant's speedup (shapes it was not timed on are missing)
+
+
+def best_per_experiment(found: list[VariantRatio], shapes: list[str]) -> list[BestOfRecord]:
+    """Each recorded sweep's best same-output variant over ``shapes`` (mean speedup over the shapes it ran),
+    in file order: one row per experiment-log record, where the list of every variant runs long."""
+    by_experiment: dict[str, dict[str, dict[str, float]]] = {}
+    for r in found:
+        if r.same_output and r.shape in shapes:
+            by_experiment.setdefault(r.experiment, {}).setdefault(r.variant, {})[r.shape] = r.speedup
+    best = []
+    for experiment, variants in by_experiment.items():
+        name, speedup = max(variants.items(), key=lambda item: sum(item[1].values()) / len(item[1]))
+        best.append(BestOfRecord(experiment, name, len(variants), speedup))
+    return best
