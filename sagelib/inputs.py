@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from sagelib import paths
+from sagelib.errors import InputError
 
 SPEC_FILE = paths.DATA_DIR / "canonical_inputs.yaml"
 KINDS = ("gaussian", "k_outliers", "heavy_tails")
@@ -77,19 +78,19 @@ def load_specs(path: Path | str = SPEC_FILE) -> dict[str, InputSpec]:
     path = Path(path)
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping of input name -> specification, got {type(raw).__name__}")
+        raise InputError(f"{path}: expected a mapping of input name -> specification, got {type(raw).__name__}")
     specs = {}
     allowed = set(InputSpec.__dataclass_fields__) - {"name"}
     for name, entry in raw.items():
         unknown = set(entry) - allowed
         if unknown:
-            raise ValueError(f"{path}: input {name!r} has unknown field(s) {sorted(unknown)}; "
+            raise InputError(f"{path}: input {name!r} has unknown field(s) {sorted(unknown)}; "
                              f"allowed: {sorted(allowed)}")
         for required in ("kind", "seed", "description"):
             if required not in entry:
-                raise ValueError(f"{path}: input {name!r} lacks {required!r}; add it")
+                raise InputError(f"{path}: input {name!r} lacks {required!r}; add it")
         if entry["kind"] not in KINDS:
-            raise ValueError(f"{path}: input {name!r} has kind {entry['kind']!r}; expected one of {list(KINDS)}")
+            raise InputError(f"{path}: input {name!r} has kind {entry['kind']!r}; expected one of {list(KINDS)}")
         specs[name] = InputSpec(name=name, **entry)
     return specs
 
@@ -99,11 +100,11 @@ def make(name: str, shape: Shape | None = None, dtype: str = "fp16", device: str
     """Draw the canonical input ``name`` (overrides replace spec fields, e.g. outlier_strength=8)."""
     specs = load_specs()
     if name not in specs:
-        raise ValueError(f"name: unknown canonical input {name!r}; expected one of {sorted(specs)}")
+        raise InputError(f"name: unknown canonical input {name!r}; expected one of {sorted(specs)}")
     if dtype not in DTYPES:
-        raise ValueError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
+        raise InputError(f"dtype: expected one of {sorted(DTYPES)}, got {dtype!r}")
     if layout not in ("HND", "NHD"):
-        raise ValueError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
+        raise InputError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
     spec = replace(specs[name], **overrides)
     shape = shape or Shape(tokens=spec.default_tokens or Shape.tokens)
     q, k, v = _draw(spec, shape)

@@ -25,6 +25,8 @@ from typing import Callable
 
 import torch
 
+from sagelib.errors import InputError, KernelUnavailable
+
 
 class Backend:
     """Base class: subclasses set ``name``/``description`` and implement ``attention``."""
@@ -93,14 +95,14 @@ def get(name: str, *, require_available: bool = True) -> Backend:
     if name == "auto":
         name = resolve_auto()
     if name not in _REGISTRY:
-        raise ValueError(
+        raise InputError(
             f"backend: unknown backend {name!r}; expected one of {', '.join(names())}"
         )
     backend = _instantiate(name)
     if require_available:
         reason = backend.unavailable_reason()
         if reason is not None:
-            raise ValueError(f"backend: {name!r} cannot run on this machine: {reason}")
+            raise KernelUnavailable(f"backend: {name!r} cannot run on this machine: {reason}")
     return backend
 
 

@@ -22,6 +22,7 @@ import importlib.metadata
 import torch
 
 from sagelib.backends import Backend
+from sagelib.errors import InputError
 
 TESTED_VERSION = "1.0.6"
 _INSTALL = f"pip install sageattention=={TESTED_VERSION} (needs triton and a CUDA GPU)"
@@ -59,16 +60,16 @@ class SageBackend(Backend):
     @staticmethod
     def _check(q, layout):
         if layout not in ("HND", "NHD"):
-            raise ValueError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
+            raise InputError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
         if q.shape[-1] not in (64, 96, 128):
-            raise ValueError(f"head_dim: sageattention supports 64, 96 or 128, got {q.shape[-1]}; "
+            raise InputError(f"head_dim: sageattention supports 64, 96 or 128, got {q.shape[-1]}; "
                              "pad head_dim or use the reference backend")
         if q.dtype not in (torch.float16, torch.bfloat16):
-            raise ValueError(f"dtype: sage backend takes float16 or bfloat16, got {q.dtype}; convert with q.half()")
+            raise InputError(f"dtype: sage backend takes float16 or bfloat16, got {q.dtype}; convert with q.half()")
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
         if return_lse:
-            raise ValueError("return_lse: the sageattention package does not return the log-sum-exp; "
+            raise InputError("return_lse: the sageattention package does not return the log-sum-exp; "
                              "use the reference or cuda backend when lse is needed")
         self._check(q, layout)
         seq_dim = 2 if layout == "HND" else 1

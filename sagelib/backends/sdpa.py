@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from sagelib.backends import Backend
+from sagelib.errors import InputError
 
 _KINDS = {
     "sdpa-flash": ("FLASH_ATTENTION", "PyTorch SDPA, flash backend (FlashAttention-2)"),
@@ -28,7 +29,7 @@ class SdpaBackend(Backend):
 
     def __init__(self, name: str):
         if name not in _KINDS:
-            raise ValueError(f"SdpaBackend: name must be one of {', '.join(_KINDS)}, got {name!r}")
+            raise InputError(f"SdpaBackend: name must be one of {', '.join(_KINDS)}, got {name!r}")
         self.name = name
         self._sdp_name, self.description = _KINDS[name]
 
@@ -60,10 +61,10 @@ class SdpaBackend(Backend):
         from torch.nn.attention import sdpa_kernel
 
         if return_lse:
-            raise ValueError(f"return_lse: {self.name} does not return the log-sum-exp; "
+            raise InputError(f"return_lse: {self.name} does not return the log-sum-exp; "
                              "use the reference or cuda backend when lse is needed")
         if layout not in ("HND", "NHD"):
-            raise ValueError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
+            raise InputError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
         if layout == "NHD":  # SDPA reads [B, H, N, D]; a transposed view costs nothing
             q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
@@ -73,7 +74,7 @@ class SdpaBackend(Backend):
                     q, k, v, is_causal=causal, scale=sm_scale, **gqa)
         except RuntimeError as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ValueError(
+            raise InputError(
                 f"{self.name}: PyTorch refused these inputs (q {tuple(q.shape)} {q.dtype}, causal={causal}): "
                 f"{first}; try another sdpa-* backend or change dtype/head_dim") from exc
         return out.transpose(1, 2) if layout == "NHD" else out

@@ -15,7 +15,8 @@ from __future__ import annotations
 import shlex
 import sys
 
-from sagelib.cli import UsageError, output_file
+from sagelib.commands.args import output_file
+from sagelib.errors import UsageError
 
 #: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
 #: too). On the H200 a D64 case timed right after a D128 one read 3-5% slow end to end, with a 5-6% IQR, at 0 s;
@@ -66,7 +67,13 @@ def _plan(args):
     import torch
 
     from sagelib import backends as registry
-    from sagelib.measure.bench import SweepPlan, TimingConfig, parse_causal, parse_dtype, parse_shapes
+    from sagelib.measure.bench import (
+        SweepPlan,
+        TimingConfig,
+        parse_causal,
+        parse_dtype,
+        parse_shapes,
+    )
 
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     if not names:

@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from sagelib.commands.args import file_in_folder, input_file
+from sagelib.errors import UsageError
 from sagelib.records import provenance
-from sagelib.cli import UsageError, file_in_folder, input_file
 
 
 def _common(parser) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from sagelib.cli import UsageError
+from sagelib.errors import UsageError
 
 
 def register(subparsers) -> None:
@@ -78,7 +78,7 @@ def run_build_command(args) -> int:
 
 
 def run_check_command(args) -> int:
-    from sagelib.cli import output_file
+    from sagelib.commands.args import output_file
     from sagelib.cuda import check
 
     _known("--kernel", args.kernel, sorted(check.INSTANCES),
@@ -113,7 +113,7 @@ def run_check_command(args) -> int:
 
 
 def run_sass_command(args) -> int:
-    from sagelib.cli import output_file
+    from sagelib.commands.args import output_file
     from sagelib.cuda import sass
     from sagelib.cuda.build import macro_options
     from sagelib.cuda.instances import ONLY_ARCHS
@@ -154,8 +154,8 @@ def run_sass_command(args) -> int:
         print("\n" + sass.format_change(baseline, mixes, options))
     if json_out:
         from sagelib.measure import recordings as bench_records
-        from sagelib.records.datafile import utc_stamp
         from sagelib.measure.profiling import tool_status
+        from sagelib.records.datafile import utc_stamp
 
         document = sass.to_json(mixes, options, baseline)
         given = [f"--kernel {k}" for k in args.kernel or ()] + [f"--arch {a}" for a in args.arch or ()] \

@@ -22,8 +22,10 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from sagelib.records import ledger, log_view as ledger_render, prior_work, reopening
-from sagelib.cli import UsageError, file_in_folder, input_file
+from sagelib.commands.args import file_in_folder, input_file
+from sagelib.errors import UsageError
+from sagelib.records import ledger, prior_work, reopening
+from sagelib.records import log_view as ledger_render
 
 
 def _common(parser) -> None:

@@ -21,7 +21,8 @@ import json
 import sys
 from pathlib import Path
 
-from sagelib.cli import UsageError, output_file
+from sagelib.commands.args import output_file
+from sagelib.errors import UsageError
 
 
 def _target_arguments(parser, required: bool = True) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from sagelib.commands.args import input_file
+from sagelib.errors import UsageError
 from sagelib.run import runner
-from sagelib.cli import UsageError, input_file
 
 
 def register(subparsers) -> None:

@@ -36,8 +36,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from sagelib.errors import UsageError
     from sagelib.measure import targets
-    from sagelib.cli import UsageError
 
     if args.history:
         if args.source is not None or args.strict:
@@ -73,8 +73,9 @@ def run(args) -> int:
 
 def _bench_document(option: str, given: str):
     """The sagelib.measure.bench document at ``given`` and its path; a UsageError naming ``option`` otherwise."""
+    from sagelib.commands.args import input_file
+    from sagelib.errors import UsageError
     from sagelib.measure import bench
-    from sagelib.cli import UsageError, input_file
 
     path = input_file(option, given, "a bench document written by `sagelib bench --out` or "
                       "scripts/bench_cuda.py (recorded ones are under data/results/)")

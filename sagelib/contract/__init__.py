@@ -16,7 +16,13 @@ measures what each stage adds.
 
 from sagelib.contract.budget import STAGE_LABELS, StageError, error_budget
 from sagelib.contract.config import ContractConfig, Exact
-from sagelib.contract.fp8 import QuantizedV, quantize_v, round_e4m3, token_permutation, truncate_fp22
+from sagelib.contract.fp8 import (
+    QuantizedV,
+    quantize_v,
+    round_e4m3,
+    token_permutation,
+    truncate_fp22,
+)
 from sagelib.contract.pipeline import attention, run
 from sagelib.contract.presets import PRESETS, Preset, padded_head_dim
 from sagelib.contract.quantize import (

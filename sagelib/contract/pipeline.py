@@ -19,7 +19,14 @@ from sagelib.contract.config import ContractConfig
 from sagelib.contract.fp8 import quantize_v_hnd, round_e4m3, round_fp16, truncate_fp22
 from sagelib.contract.quantize import _quantize_qk_hnd, k_group_index, q_group_index
 from sagelib.contract.smoothing import k_mean
-from sagelib.contract.validate import Shapes, check_qkv, default_sm_scale, from_hnd, pad_head_dim, to_hnd
+from sagelib.contract.validate import (
+    Shapes,
+    check_qkv,
+    default_sm_scale,
+    from_hnd,
+    pad_head_dim,
+    to_hnd,
+)
 
 
 @dataclass

@@ -24,7 +24,9 @@ import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
 from sagelib import paths
+from sagelib.errors import InputError, SagelibError
 
 REPO_ROOT = paths.REPO_ROOT
 KERNELS_DIR = REPO_ROOT / "kernels"
@@ -47,10 +49,10 @@ def macro_options(words, argument: str, example: str) -> tuple[str, ...]:
     words = tuple(words)
     bad = [w for w in words if not _MACRO_WORD.fullmatch(w)]
     if bad:
-        raise ValueError(f"{argument}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; e.g. {example}")
+        raise InputError(f"{argument}: expected -DNAME[=VALUE] or -UNAME words, got {bad}; e.g. {example}")
     unread = [w for w in words if _MACRO_WORD.fullmatch(w).group("name") not in kernel_identifiers()]
     if unread:
-        raise ValueError(f"{argument}: no kernel source reads the macro of {unread} (kernels/*.cu and kernels/include "
+        raise InputError(f"{argument}: no kernel source reads the macro of {unread} (kernels/*.cu and kernels/include "
                          f"searched), so it would build the default; check the name, e.g. {example}")
     return words
 
@@ -78,7 +80,7 @@ def _identifiers_of(stamped_files: tuple[tuple[str, int], ...]) -> frozenset[str
     return frozenset(found)
 
 
-class KernelCompileError(ValueError):
+class KernelCompileError(SagelibError, ValueError):
     """A kernel failed to compile; the message lists each diagnostic as ``file:line: text``."""
 
 
@@ -93,10 +95,10 @@ class BuildRequest:
 
     def __post_init__(self):
         if self.arch not in ARCH_PRESETS:
-            raise ValueError(f"arch: expected one of {list(ARCH_PRESETS)}, got {self.arch!r}")
+            raise InputError(f"arch: expected one of {list(ARCH_PRESETS)}, got {self.arch!r}")
         if not (KERNELS_DIR / self.kernel).is_file():
             known = sorted(p.name for p in KERNELS_DIR.glob("*.cu"))
-            raise ValueError(f"kernel: expected a file in kernels/ ({', '.join(known)}), got {self.kernel!r}")
+            raise InputError(f"kernel: expected a file in kernels/ ({', '.join(known)}), got {self.kernel!r}")
 
 
 @dataclass
@@ -137,7 +139,7 @@ def arch_for_capability(major: int, minor: int) -> str:
     try:
         return _ARCH_BY_CAPABILITY[(major, minor)]
     except KeyError:
-        raise ValueError(
+        raise InputError(
             f"arch: the portable mma.sync kernels need compute capability 8.9, 9.0, 12.0 or 12.1 "
             f"(fp8 mma.sync), got {major}.{minor}"
         ) from None
@@ -212,7 +214,7 @@ def elf_size(image: bytes) -> int:
     """The bytes a 64-bit little-endian ELF image declares: its header, program and section
     headers, and every section's contents (what a complete file holds)."""
     if image[:4] != b"\x7fELF" or len(image) < 64 or image[4] != 2 or image[5] != 1:
-        raise ValueError(f"image: expected a 64-bit little-endian ELF, got {image[:8]!r}")
+        raise InputError(f"image: expected a 64-bit little-endian ELF, got {image[:8]!r}")
     ph_off, sh_off = struct.unpack_from("<QQ", image, 0x20)
     ph_size, ph_count, sh_size, sh_count = struct.unpack_from("<HHHH", image, 0x36)
     end = max(64, ph_off + ph_size * ph_count, sh_off + sh_size * sh_count)
@@ -232,7 +234,7 @@ def whole_elf(cubin: bytes) -> bytes:
     byte short, a NUL it takes for a string terminator); unchanged when already whole."""
     missing = elf_size(cubin) - len(cubin)
     if missing > 8:
-        raise ValueError(f"cubin: {missing} bytes short of what its ELF headers declare; expected at most "
+        raise InputError(f"cubin: {missing} bytes short of what its ELF headers declare; expected at most "
                          "the one byte CuPy's getCUBIN drops. Rebuild with a clean $SAGELIB_KERNEL_CACHE")
     return cubin + b"\0" * max(0, missing)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from sagelib.cuda import toolkit
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
 from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS, builds
+from sagelib.errors import InputError
 
 BASELINE_PATH = KERNELS_DIR / "check_baseline.json"
 
@@ -181,10 +182,10 @@ def require_known(files, archs) -> None:
     """ValueError naming the first kernel file or architecture preset that sagelib does not build."""
     for f in files:
         if f not in INSTANCES:
-            raise ValueError(f"kernel: expected one of {sorted(INSTANCES)}, got {f!r}")
+            raise InputError(f"kernel: expected one of {sorted(INSTANCES)}, got {f!r}")
     for a in archs:
         if a not in ARCH_PRESETS:
-            raise ValueError(f"arch: expected one of {list(ARCH_PRESETS)}, got {a!r}")
+            raise InputError(f"arch: expected one of {list(ARCH_PRESETS)}, got {a!r}")
 
 
 def run_check(files: list[str] | None = None, archs: list[str] | None = None, *, jobs: int = 2,

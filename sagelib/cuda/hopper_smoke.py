@@ -15,6 +15,7 @@ import torch
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import I32, launch
 from sagelib.cuda.tma import tensor_map
+from sagelib.errors import InputError
 
 KERNEL = "hopper_smoke.cu"
 ARCH = "sm_90a"
@@ -26,14 +27,14 @@ HEAD_DIMS_PV = (64, 128)
 def _check(name: str, tensor, dtypes, dims: int, what: str) -> None:
     if not isinstance(tensor, torch.Tensor) or tensor.dtype not in dtypes or tensor.dim() != dims:
         got = f"{tensor.dtype} of shape {tuple(tensor.shape)}" if isinstance(tensor, torch.Tensor) else type(tensor)
-        raise ValueError(f"{name}: expected {what}, got {got}")
+        raise InputError(f"{name}: expected {what}, got {got}")
     if not tensor.is_cuda:
-        raise ValueError(f"{name}: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
+        raise InputError(f"{name}: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
 
 
 def _in_range(name: str, value: int, stop: int) -> None:
     if not 0 <= value < stop:
-        raise ValueError(f"{name}: expected 0 <= {name} < {stop}, got {value}")
+        raise InputError(f"{name}: expected 0 <= {name} < {stop}, got {value}")
 
 
 def tma_swizzle_roundtrip(matrix: torch.Tensor, row0: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,7 +45,7 @@ def tma_swizzle_roundtrip(matrix: torch.Tensor, row0: int) -> tuple[torch.Tensor
     """
     _check("matrix", matrix, (torch.int8,), 2, f"an int8 [rows, {ROW_BYTES}] tensor")
     if matrix.shape[1] != ROW_BYTES:
-        raise ValueError(f"matrix: expected {ROW_BYTES} columns, got {matrix.shape[1]}")
+        raise InputError(f"matrix: expected {ROW_BYTES} columns, got {matrix.shape[1]}")
     _in_range("row0", row0, matrix.shape[0])
     raw = torch.empty(K_ROWS, ROW_BYTES, dtype=torch.uint8, device=matrix.device)
     plain = torch.empty(K_ROWS, ROW_BYTES, dtype=torch.int8, device=matrix.device)
@@ -63,9 +64,9 @@ def qk_scores(q: torch.Tensor, k: torch.Tensor, batch: int, head: int, q0: int, 
     for name, t in (("q", q), ("k", k)):
         _check(name, t, (torch.int8,), 4, f"an int8 [B, H, N, {ROW_BYTES}] tensor")
         if t.shape[3] != ROW_BYTES:
-            raise ValueError(f"{name}: expected head_dim {ROW_BYTES} (one 128-byte row), got {t.shape[3]}")
+            raise InputError(f"{name}: expected head_dim {ROW_BYTES} (one 128-byte row), got {t.shape[3]}")
     if q.shape[:2] != k.shape[:2]:
-        raise ValueError(f"k: expected the batch and heads of q {tuple(q.shape[:2])}, got {tuple(k.shape[:2])}")
+        raise InputError(f"k: expected the batch and heads of q {tuple(q.shape[:2])}, got {tuple(k.shape[:2])}")
     _in_range("batch", batch, q.shape[0])
     _in_range("head", head, q.shape[1])
     _in_range("q0", q0, q.shape[2])
@@ -87,11 +88,11 @@ def pv_block(p: torch.Tensor, vt: torch.Tensor, batch: int, head: int, k0: int) 
     """
     _check("p", p, (torch.float8_e4m3fn,), 2, f"a float8_e4m3fn [{Q_ROWS}, {K_ROWS}] tensor")
     if tuple(p.shape) != (Q_ROWS, K_ROWS) or not p.is_contiguous():
-        raise ValueError(f"p: expected a contiguous [{Q_ROWS}, {K_ROWS}] tensor, got shape {tuple(p.shape)}")
+        raise InputError(f"p: expected a contiguous [{Q_ROWS}, {K_ROWS}] tensor, got shape {tuple(p.shape)}")
     _check("vt", vt, (torch.float8_e4m3fn,), 4, "a float8_e4m3fn [B, H, D, N_pad] tensor")
     d = vt.shape[2]
     if d not in HEAD_DIMS_PV:
-        raise ValueError(f"vt: expected head_dim (dimension 2) in {HEAD_DIMS_PV}, got {d}")
+        raise InputError(f"vt: expected head_dim (dimension 2) in {HEAD_DIMS_PV}, got {d}")
     _in_range("batch", batch, vt.shape[0])
     _in_range("head", head, vt.shape[1])
     _in_range("k0", k0, vt.shape[3])

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sagelib.errors import InputError, SagelibError
+
 _VIA_DLPACK = bool(os.environ.get("SAGELIB_LAUNCH_DLPACK"))
 
 _BIT_VIEWS = {
@@ -35,14 +37,14 @@ _BIT_VIEWS = {
 }
 
 
-class KernelLaunchError(RuntimeError):
+class KernelLaunchError(SagelibError, RuntimeError):
     """A kernel launch, or (with SAGELIB_SYNC_LAUNCHES=1) its execution, failed."""
 
 
 def as_cupy(tensor: torch.Tensor):
     """A CuPy array sharing ``tensor``'s memory (floats the CuPy lacks as their bits)."""
     if not tensor.is_cuda:
-        raise ValueError(f"tensor: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
+        raise InputError(f"tensor: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
     import cupy
 
     view = tensor.view(_BIT_VIEWS[tensor.dtype]) if tensor.dtype in _BIT_VIEWS else tensor
@@ -102,9 +104,9 @@ class Struct:
 
     def __post_init__(self):
         if self.align <= 0 or self.align & (self.align - 1):
-            raise ValueError(f"align: expected a power of two, got {self.align}")
+            raise InputError(f"align: expected a power of two, got {self.align}")
         if not self.data or len(self.data) % self.align:
-            raise ValueError(f"data: expected a non-empty multiple of align={self.align} bytes, got {len(self.data)}; "
+            raise InputError(f"data: expected a non-empty multiple of align={self.align} bytes, got {len(self.data)}; "
                              "pass the struct's full size (a CUtensorMap is 128 bytes)")
 
 
@@ -123,7 +125,7 @@ def kernel_argument(arg):
         if _VIA_DLPACK:
             return as_cupy(arg)
         if not arg.is_cuda:
-            raise ValueError(f"tensor: expected a CUDA tensor, got one on {arg.device}; move it with .cuda()")
+            raise InputError(f"tensor: expected a CUDA tensor, got one on {arg.device}; move it with .cuda()")
         return np.uint64(arg.data_ptr())
     if arg is None:
         return np.uint64(0)

@@ -21,8 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib.cuda import toolkit
-from sagelib.cuda import check
+from sagelib.cuda import check, toolkit
 
 #: the kernel files whose exp pass the table reports, and the architectures each is read for
 EXP_PASS_TARGETS = {"attn_sm90.cu": ("sm_90a",), "attn_mma.cu": ("sm_90", "sm_120a")}

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from sagelib.cuda.launch import Struct
+from sagelib.errors import InputError
 
 #: The size and alignment of a CUtensorMap.
 TENSOR_MAP_BYTES = 128
@@ -81,43 +82,43 @@ class TensorMapSpec:
 def tensor_map_spec(tensor: torch.Tensor, box, swizzle: str = "128B") -> TensorMapSpec:
     """Check ``tensor`` and ``box`` (torch order, one entry per dimension) against TMA's rules."""
     if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"tensor: expected a torch.Tensor, got {type(tensor).__name__}")
+        raise InputError(f"tensor: expected a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype not in _DATA_TYPES:
         known = ", ".join(str(d).removeprefix("torch.") for d in _DATA_TYPES)
-        raise ValueError(f"tensor: expected dtype one of {known}, got {tensor.dtype}; convert it first")
+        raise InputError(f"tensor: expected dtype one of {known}, got {tensor.dtype}; convert it first")
     if not 1 <= tensor.dim() <= _MAX_RANK:
-        raise ValueError(f"tensor: expected 1 to {_MAX_RANK} dimensions, got {tensor.dim()}; "
+        raise InputError(f"tensor: expected 1 to {_MAX_RANK} dimensions, got {tensor.dim()}; "
                          "merge dimensions with a view")
     if swizzle not in SWIZZLE_BYTES:
-        raise ValueError(f"swizzle: expected one of {list(SWIZZLE_BYTES)}, got {swizzle!r}")
+        raise InputError(f"swizzle: expected one of {list(SWIZZLE_BYTES)}, got {swizzle!r}")
     box = tuple(int(b) for b in box)
     if len(box) != tensor.dim():
-        raise ValueError(f"box: expected {tensor.dim()} entries (one per dimension of a tensor of shape "
+        raise InputError(f"box: expected {tensor.dim()} entries (one per dimension of a tensor of shape "
                          f"{tuple(tensor.shape)}), got {len(box)}")
     if any(not 1 <= b <= _MAX_BOX for b in box):
-        raise ValueError(f"box: expected every entry in 1..{_MAX_BOX}, got {box}; split the tile into several copies")
+        raise InputError(f"box: expected every entry in 1..{_MAX_BOX}, got {box}; split the tile into several copies")
     if any(n == 0 for n in tensor.shape):
-        raise ValueError(f"tensor: expected no empty dimension, got shape {tuple(tensor.shape)}")
+        raise InputError(f"tensor: expected no empty dimension, got shape {tuple(tensor.shape)}")
     if tensor.stride(-1) != 1:
-        raise ValueError(f"tensor: expected the last dimension contiguous (stride 1), got strides "
+        raise InputError(f"tensor: expected the last dimension contiguous (stride 1), got strides "
                          f"{tuple(tensor.stride())}; use .contiguous()")
     element = tensor.element_size()
     address = tensor.data_ptr()
     if address % 16:
-        raise ValueError(f"tensor: expected a 16-byte aligned address, got {address:#x} (offset view?); "
+        raise InputError(f"tensor: expected a 16-byte aligned address, got {address:#x} (offset view?); "
                          "use .clone() or a view that starts on 16 bytes")
     dims = tuple(reversed(tensor.shape))
     strides = tuple(s * element for s in reversed(tensor.stride()[:-1]))
     if any(s % 16 or s <= 0 or s >= 2**40 for s in strides):
-        raise ValueError(f"tensor: expected every stride but the last to be a positive multiple of 16 bytes, got "
+        raise InputError(f"tensor: expected every stride but the last to be a positive multiple of 16 bytes, got "
                          f"{tuple(s * element for s in tensor.stride())} bytes; pad the inner dimension")
     inner_bytes = box[-1] * element
     if inner_bytes % 16:
-        raise ValueError(f"box: expected the last entry to span a multiple of 16 bytes, got {box[-1]} x {element} "
+        raise InputError(f"box: expected the last entry to span a multiple of 16 bytes, got {box[-1]} x {element} "
                          f"= {inner_bytes} bytes")
     width = SWIZZLE_BYTES[swizzle]
     if width is not None and inner_bytes > width:
-        raise ValueError(f"box: with swizzle {swizzle} the last entry may span at most {width} bytes, got "
+        raise InputError(f"box: with swizzle {swizzle} the last entry may span at most {width} bytes, got "
                          f"{inner_bytes}; use a narrower box and several copies")
     return TensorMapSpec(_DATA_TYPES[tensor.dtype], address, tuple(int(d) for d in dims), strides,
                          tuple(reversed(box)), swizzle, element)
@@ -173,6 +174,6 @@ class TensorMap(Struct):
 def tensor_map(tensor: torch.Tensor, box, swizzle: str = "128B", driver=None) -> TensorMap:
     """The TMA descriptor of ``tensor`` for copies of ``box`` (torch order), ready to pass to a launch."""
     if not tensor.is_cuda and driver is None:
-        raise ValueError(f"tensor: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
+        raise InputError(f"tensor: expected a CUDA tensor, got one on {tensor.device}; move it with .cuda()")
     spec = tensor_map_spec(tensor, box, swizzle)
     return TensorMap(encode(spec, driver), TENSOR_MAP_ALIGN, spec, tensor)

@@ -39,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from sagelib.errors import InputError
 from sagelib.records.datafile import utc_stamp
 
 SCHEMA = "sagelib.bench/1"
@@ -87,10 +88,10 @@ def parse_shape(text: str) -> Shape:
     """Read ``B:H:N:D`` or ``B:H:NQ:NKV:D``; a ValueError naming the expected syntax otherwise."""
     parts = str(text).strip().split(":")
     if len(parts) not in (4, 5) or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
-        raise ValueError(f"shape: expected {_SHAPE_HELP}, got {text!r}")
+        raise InputError(f"shape: expected {_SHAPE_HELP}, got {text!r}")
     values = [int(p) for p in parts]
     if min(values) <= 0:
-        raise ValueError(f"shape: every field must be positive ({_SHAPE_HELP}), got {text!r}")
+        raise InputError(f"shape: every field must be positive ({_SHAPE_HELP}), got {text!r}")
     if len(values) == 4:
         b, h, n, d = values
         return Shape(b, h, n, n, d)
@@ -102,7 +103,7 @@ def parse_shapes(text: str) -> list[Shape]:
     """A comma-separated list of shapes (see :func:`parse_shape`)."""
     items = [t for t in str(text).split(",") if t.strip()]
     if not items:
-        raise ValueError(f"shapes: expected a comma-separated list of {_SHAPE_HELP}, got {text!r}")
+        raise InputError(f"shapes: expected a comma-separated list of {_SHAPE_HELP}, got {text!r}")
     return [parse_shape(t) for t in items]
 
 
@@ -119,13 +120,13 @@ def attention_ops(shape: Shape, causal: bool) -> int:
 def tops(ops: int, ms: float) -> float:
     """Tera-operations per second for ``ops`` done in ``ms`` milliseconds."""
     if not ms > 0:
-        raise ValueError(f"tops: ms must be positive, got {ms!r}")
+        raise InputError(f"tops: ms must be positive, got {ms!r}")
     return ops / (ms * 1e-3) / 1e12
 
 
 def parse_dtype(text: str) -> torch.dtype:
     if text not in _DTYPES:
-        raise ValueError(f"dtype: expected one of {', '.join(_DTYPES)}, got {text!r}")
+        raise InputError(f"dtype: expected one of {', '.join(_DTYPES)}, got {text!r}")
     return _DTYPES[text]
 
 
@@ -134,7 +135,7 @@ def parse_causal(text: str) -> list[bool]:
     words = {"no": False, "yes": True, "false": False, "true": True}
     items = [t.strip().lower() for t in str(text).split(",") if t.strip()]
     if not items or any(t not in words for t in items):
-        raise ValueError(f"causal: expected no, yes or no,yes, got {text!r}")
+        raise InputError(f"causal: expected no, yes or no,yes, got {text!r}")
     return list(dict.fromkeys(words[t] for t in items))
 
 
@@ -167,9 +168,9 @@ def summarize(times_ms: Sequence[float]) -> TimingStats:
     """Median, quartiles and IQR of repetition times; a ValueError for none or non-positive ones."""
     values = sorted(float(t) for t in times_ms)
     if not values:
-        raise ValueError("summarize: times_ms is empty; time at least one repetition")
+        raise InputError("summarize: times_ms is empty; time at least one repetition")
     if not all(math.isfinite(t) and t >= 0 for t in values):
-        raise ValueError(f"summarize: times must be finite and non-negative, got {values[:5]}...")
+        raise InputError(f"summarize: times must be finite and non-negative, got {values[:5]}...")
     q1, median, q3 = (_quantile(values, q) for q in (0.25, 0.5, 0.75))
     return TimingStats(
         median_ms=median, q1_ms=q1, q3_ms=q3, iqr_ms=q3 - q1, min_ms=values[0],
@@ -199,11 +200,11 @@ class TimingConfig:
     def __post_init__(self):
         for name in ("warmup", "reps", "min_reps", "max_buffers"):
             if getattr(self, name) < (0 if name == "warmup" else 1):
-                raise ValueError(f"TimingConfig: {name} must be positive, got {getattr(self, name)}")
+                raise InputError(f"TimingConfig: {name} must be positive, got {getattr(self, name)}")
         if not self.cooldown_s >= 0:
-            raise ValueError(f"TimingConfig: cooldown_s must be 0 or more seconds, got {self.cooldown_s!r}")
+            raise InputError(f"TimingConfig: cooldown_s must be 0 or more seconds, got {self.cooldown_s!r}")
         if self.min_reps > self.reps:
-            raise ValueError(f"TimingConfig: min_reps ({self.min_reps}) exceeds reps ({self.reps})")
+            raise InputError(f"TimingConfig: min_reps ({self.min_reps}) exceeds reps ({self.reps})")
 
 
 def timer_name(device: torch.device) -> str:
@@ -237,7 +238,7 @@ def time_calls(calls: Sequence[Callable[[], Any]], device: torch.device, config:
     warm-up shows they would take longer than ``config.budget_s``.
     """
     if not calls:
-        raise ValueError("time_calls: calls is empty; pass one closure per input buffer")
+        raise InputError("time_calls: calls is empty; pass one closure per input buffer")
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     if config.cooldown_s > 0:
         sync()
@@ -305,7 +306,7 @@ def _layout_shape(batch, heads, tokens, head_dim, layout):
 def random_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, layout: str, seed: int):
     """Fresh q, k, v drawn from N(0, 1) with a seeded generator on ``device``."""
     if layout not in ("HND", "NHD"):
-        raise ValueError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
+        raise InputError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
     generator = torch.Generator(device=device)
     generator.manual_seed(seed)
     q_shape = _layout_shape(shape.batch, shape.heads, shape.seq_q, shape.head_dim, layout)
@@ -485,7 +486,7 @@ class SweepPlan:
     def __post_init__(self):
         if any(self.causal) and any(s.seq_q != s.seq_kv for s in self.shapes):
             ragged = next(s.spec for s in self.shapes if s.seq_q != s.seq_kv)
-            raise ValueError(
+            raise InputError(
                 f"shapes: causal with N_q != N_kv ({ragged}) is aligned differently by different backends "
                 "(SDPA top-left, the contract bottom-right), so it is not compared; use equal lengths "
                 "for causal runs, or --causal no")
@@ -525,8 +526,9 @@ def run_sweep(
     progress: bool = True,
 ) -> dict:
     """Run the grid of ``plan`` on ``device`` and return the JSON document (see :data:`SCHEMA`)."""
-    from sagelib import backends as registry
     from tqdm import tqdm
+
+    from sagelib import backends as registry
 
     dtype = parse_dtype(plan.dtype)
     instances = [registry.get(name) for name in plan.backends]
@@ -571,27 +573,27 @@ _RECORD_KEYS = {"backend": str, "mode": str, "shape": dict, "causal": bool, "dty
 def validate_document(document: Any) -> None:
     """Raise ValueError naming the first thing in ``document`` that breaks :data:`SCHEMA`."""
     if not isinstance(document, dict):
-        raise ValueError(f"bench document: expected a JSON object, got {type(document).__name__}")
+        raise InputError(f"bench document: expected a JSON object, got {type(document).__name__}")
     if document.get("schema") != SCHEMA:
-        raise ValueError(f"bench document: schema is {document.get('schema')!r}, expected {SCHEMA!r}")
+        raise InputError(f"bench document: schema is {document.get('schema')!r}, expected {SCHEMA!r}")
     for key in ("created_utc", "device", "environment", "plan", "ceilings", "records"):
         if key not in document:
-            raise ValueError(f"bench document: missing key {key!r}")
+            raise InputError(f"bench document: missing key {key!r}")
     if not isinstance(document["records"], list):
-        raise ValueError("bench document: records must be a list")
+        raise InputError("bench document: records must be a list")
     for i, record in enumerate(document["records"]):
         for key, kind in _RECORD_KEYS.items():
             if not isinstance(record.get(key), kind):
-                raise ValueError(f"bench document: records[{i}].{key} must be {kind.__name__}, got {record.get(key)!r}")
+                raise InputError(f"bench document: records[{i}].{key} must be {kind.__name__}, got {record.get(key)!r}")
         if record["mode"] not in MODES:
-            raise ValueError(f"bench document: records[{i}].mode {record['mode']!r} not in {MODES}")
+            raise InputError(f"bench document: records[{i}].mode {record['mode']!r} not in {MODES}")
         if record.get("error") is None:
             stats = record.get("stats") or {}
             if not isinstance(stats.get("median_ms"), (int, float)) or not isinstance(record.get("tops"), (int, float)):
-                raise ValueError(f"bench document: records[{i}] has no error but no stats.median_ms/tops")
+                raise InputError(f"bench document: records[{i}] has no error but no stats.median_ms/tops")
             expected = record["ops"] / (stats["median_ms"] * 1e-3) / 1e12
             if not math.isclose(record["tops"], expected, rel_tol=1e-6):
-                raise ValueError(f"bench document: records[{i}].tops {record['tops']} "
+                raise InputError(f"bench document: records[{i}].tops {record['tops']} "
                                  f"disagrees with ops/median ({expected})")
 
 

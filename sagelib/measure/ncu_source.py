@@ -16,6 +16,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sagelib.errors import InputError
+
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"
 _PREDICATE = re.compile(r"^@!?U?P[0-9T]+\s+")
@@ -67,12 +69,12 @@ def parse_source_csv(text: str) -> dict[str, list[SourceLine]]:
         end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith('"Kernel Name"')), len(lines))
         block = lines[i + 1:end]
         if not block or not block[0].startswith('"Address"'):
-            raise ValueError(f"kernel {name[:60]!r}: expected a header line starting with \"Address\" after its name; "
+            raise InputError(f"kernel {name[:60]!r}: expected a header line starting with \"Address\" after its name; "
                              "was the CSV written with --page source --csv --print-source sass?")
         rows = list(csv.DictReader(block))
         for column in (SAMPLES, EXECUTED):
             if rows and column not in rows[0]:
-                raise ValueError(f"kernel {name[:60]!r}: no column {column!r}; collect --section SourceCounters")
+                raise InputError(f"kernel {name[:60]!r}: no column {column!r}; collect --section SourceCounters")
         base = int(rows[0]["Address"], 16) if rows else 0
         kernels[name] = [SourceLine(int(r["Address"], 16) - base, r["Source"].strip(), _number(r[SAMPLES]),
                                     _number(r[EXECUTED]),
@@ -81,7 +83,7 @@ def parse_source_csv(text: str) -> dict[str, list[SourceLine]]:
                          for r in rows]
         i = end
     if not kernels:
-        raise ValueError("no kernel in the CSV: expected a line starting with \"Kernel Name\" "
+        raise InputError("no kernel in the CSV: expected a line starting with \"Kernel Name\" "
                          "(ncu --page source --csv --print-source sass)")
     return kernels
 

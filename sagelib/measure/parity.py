@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from sagelib import contract
+from sagelib.errors import InputError
 
 #: Relative L1 allowed between kernel and contract outputs of one configuration. The two
 #: differ by ex2.approx against exact exp2, fp32 summation order, and the rare P element
@@ -164,7 +165,7 @@ def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: s
     three-consumer geometry, checked against the sm90 preset with cta_k 64).
     """
     if backend not in KERNEL_PRESETS:
-        raise ValueError(f"backend: expected one of {list(KERNEL_PRESETS)}, got {backend!r}")
+        raise InputError(f"backend: expected one of {list(KERNEL_PRESETS)}, got {backend!r}")
     seed = fresh_seed() if seed is None else seed
     preset = KERNEL_PRESETS[backend]
     pv_accum = "fp32+fp32" if backend in SM90_BACKENDS else case.pv_accum

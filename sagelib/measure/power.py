@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from sagelib.errors import InputError
+
 #: nvidia-smi's fields, in the order :func:`parse_sample` reads them. The power field is
 #: power.draw.instant where the driver has it (:func:`power_field`): power.draw is a one-second
 #: average there, which trails a load that starts from idle.
@@ -83,7 +85,7 @@ class LoadSummary:
 def median_run(runs: Sequence[LoadSummary]) -> LoadSummary:
     """The run with the median time per call (the upper middle one of an even count)."""
     if not runs:
-        raise ValueError("median_run: expected at least one LoadSummary, got none")
+        raise InputError("median_run: expected at least one LoadSummary, got none")
     return sorted(runs, key=lambda run: run.ms_per_call)[len(runs) // 2]
 
 
@@ -95,16 +97,16 @@ def summarize(samples: Sequence[Sample], marks: Sequence[tuple[float, int]], set
     taken by the host at its syncs, the first at the start; samples and marks before
     ``start + settle_s`` are left out."""
     if len(marks) < 2:
-        raise ValueError(f"summarize: expected at least two (time, calls) marks, got {len(marks)}")
+        raise InputError(f"summarize: expected at least two (time, calls) marks, got {len(marks)}")
     t0 = marks[0][0] + settle_s
     steady_marks = [m for m in marks if m[0] >= t0]
     steady = [s for s in samples if t0 <= s.t_s <= marks[-1][0]]
     if len(steady_marks) < 2 or not steady:
-        raise ValueError(f"summarize: nothing left after settle_s={settle_s} s of a "
+        raise InputError(f"summarize: nothing left after settle_s={settle_s} s of a "
                          f"{marks[-1][0] - marks[0][0]:.2f} s load; run longer or settle less")
     (ta, ca), (tb, cb) = steady_marks[0], steady_marks[-1]
     if cb <= ca:
-        raise ValueError(f"summarize: no call completed in the steady window ({ca} -> {cb} calls)")
+        raise InputError(f"summarize: no call completed in the steady window ({ca} -> {cb} calls)")
     clocks = [s.sm_mhz for s in steady]
     return LoadSummary(calls=cb - ca, ms_per_call=1e3 * (tb - ta) / (cb - ca), sm_mhz=statistics.median(clocks),
                        sm_mhz_low=min(clocks), sm_mhz_high=max(clocks),
@@ -131,7 +133,7 @@ def sustain(fn: Callable[[], object], seconds: float, *, idle_s: float = 3.0, se
     import torch
 
     if seconds <= settle_s:
-        raise ValueError(f"sustain: seconds must exceed settle_s ({settle_s}), got {seconds}")
+        raise InputError(f"sustain: seconds must exceed settle_s ({settle_s}), got {seconds}")
     fn()
     torch.cuda.synchronize()
     time.sleep(idle_s)

@@ -32,8 +32,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sagelib.cuda import toolkit
 from sagelib import paths
+from sagelib.cuda import toolkit
+from sagelib.errors import InputError
 
 REPO_ROOT = paths.REPO_ROOT
 
@@ -124,19 +125,19 @@ def launch_once(backend_name: str, shape_spec: str, *, causal: bool, dtype: str,
 
     shape = parse_shape(shape_spec)
     if not torch.cuda.is_available():
-        raise ValueError("profile launch: needs a CUDA GPU and torch sees none; run it on a GPU host")
+        raise InputError("profile launch: needs a CUDA GPU and torch sees none; run it on a GPU host")
     backend = backends.get(backend_name)
     device = torch.device("cuda")
     q, k, v = random_inputs(shape, parse_dtype(dtype), device, layout, seed=0)
     if mode == "kernel_only":
         call = backend.kernel_only(q, k, v, causal=causal, layout=layout)
         if call is None:
-            raise ValueError(f"--mode kernel_only: backend {backend_name!r} has no kernel-only closure; "
+            raise InputError(f"--mode kernel_only: backend {backend_name!r} has no kernel-only closure; "
                              "use --mode end_to_end")
     elif mode == "end_to_end":
         call = lambda: backend.attention(q, k, v, causal=causal, layout=layout)  # noqa: E731
     else:
-        raise ValueError(f"--mode: expected end_to_end or kernel_only, got {mode!r}")
+        raise InputError(f"--mode: expected end_to_end or kernel_only, got {mode!r}")
     for _ in range(max(warmup, 1)):
         call()
     torch.cuda.synchronize()
@@ -404,7 +405,7 @@ def sanitize(program: list[str], tool: str = "memcheck", *, timeout_s: int = TIM
              log_file: str | os.PathLike | None = None) -> SanitizerReport:
     """Run ``program`` under ``compute-sanitizer --tool TOOL``; clean means 0 errors and exit 0."""
     if tool not in SANITIZER_TOOLS:
-        raise ValueError(f"tool: expected one of {', '.join(SANITIZER_TOOLS)}, got {tool!r}")
+        raise InputError(f"tool: expected one of {', '.join(SANITIZER_TOOLS)}, got {tool!r}")
     status = tool_status("compute-sanitizer")
     if not status.available:
         return SanitizerReport(tool, [], None, None, False, reason=status.reason)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from sagelib.measure import bench, recordings as bench_records
 from sagelib.backends.kernels import ops
+from sagelib.measure import bench
+from sagelib.measure import recordings as bench_records
 from sagelib.records.datafile import utc_stamp
 
 #: The timer, re-exported: A/B scripts import it from here (``from sagelib.measure.quant_bench import time_ms``).

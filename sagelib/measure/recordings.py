@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib import paths
+from sagelib.errors import InputError
 from sagelib.measure import bench
 from sagelib.records.datafile import utc_stamp
-from sagelib import paths
 
 REPO_ROOT = paths.REPO_ROOT
 RESULTS_DIR = REPO_ROOT / "data" / "results"
@@ -56,7 +57,7 @@ def curve_plan(backends, *, head_dims, seq_lens, tokens: int, heads: int, causal
     """TOPS against N at a fixed token count (B = tokens // N, at least 1), every head_dim; ``cooldown_s`` as
     :class:`sagelib.measure.bench.TimingConfig`'s."""
     if not seq_lens or not head_dims:
-        raise ValueError("curve_plan: seq_lens and head_dims must be non-empty lists, e.g. [1024, 4096] and [128]")
+        raise InputError("curve_plan: seq_lens and head_dims must be non-empty lists, e.g. [1024, 4096] and [128]")
     shapes = [bench.Shape(max(1, tokens // n), heads, n, n, d) for d in head_dims for n in seq_lens]
     timing = bench.TimingConfig(warmup=3, reps=reps, min_reps=min(5, reps), budget_s=budget_s, cooldown_s=cooldown_s)
     return bench.SweepPlan(backends=list(backends), shapes=shapes, causal=list(causal_modes), dtype=dtype,

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib.errors import InputError
 from sagelib.measure import bench
 
 #: SageAttention2's sm90 kernel alone at D128 N16384 (../shared/ANCHORS.md), the issue's kernel-only bar
@@ -131,7 +132,7 @@ def _tops_figures(document: dict, t: Target) -> tuple[float | None, float | None
         if peer is None:
             missing = missing or f"no {t.peer} end_to_end {t.shape} record"
     elif t.kind not in ("tops", "above_tops"):
-        raise ValueError(f"Target {t.name!r}: kind must be tops, above_tops, peer or copy_share, got {t.kind!r}")
+        raise InputError(f"Target {t.name!r}: kind must be tops, above_tops, peer or copy_share, got {t.kind!r}")
     return measured, goal, missing, max(spread(r) for r in records) if not missing else float("inf")
 
 

@@ -15,13 +15,15 @@ import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sagelib.errors import InputError, SchemaError
+
 _CHUNK = 1 << 20
 
 #: The UTC timestamp of recorded documents (``created_utc``, ``started_utc``, ...), e.g. 2026-08-26T16:30:00Z.
 UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
-class DataFileError(ValueError):
+class DataFileError(SchemaError):
     """A record file is malformed; the message names file, line, problem and fix."""
 
     def __init__(self, file: Path | str, line: int | None, problem: str, fix: str):
@@ -58,7 +60,7 @@ def utc_stamp(when: datetime | None = None) -> str:
     if when is None:
         when = datetime.now(timezone.utc)
     elif when.tzinfo is None:
-        raise ValueError(f"when: expected a datetime with a time zone, e.g. datetime.now(timezone.utc), "
+        raise InputError(f"when: expected a datetime with a time zone, e.g. datetime.now(timezone.utc), "
                          f"got the naive {when.isoformat()!r}; attach its zone with .replace(tzinfo=...)")
     return when.astimezone(timezone.utc).strftime(UTC_FORMAT)
 
@@ -82,13 +84,13 @@ def repo_relative(path: Path | str, root: Path | str) -> str:
     try:
         relative = resolved.relative_to(root)
     except ValueError:
-        raise ValueError(
+        raise InputError(
             f"path {str(path)!r} resolves to {resolved}, outside the repository {root}; "
             "only artifacts inside the repository can be recorded. "
             "Fix: copy or commit the artifact into the repository and record that path"
         ) from None
     if str(relative) == ".":
-        raise ValueError(
+        raise InputError(
             f"path {str(path)!r} is the repository root itself; expected a file inside it"
         )
     return relative.as_posix()

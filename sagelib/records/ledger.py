@@ -41,8 +41,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sagelib.records.datafile import DataFileError, canonical_json, repo_relative, sha256_bytes, sha256_file
 from sagelib import paths
+from sagelib.errors import InputError, LedgerError
+from sagelib.records.datafile import (
+    DataFileError,
+    canonical_json,
+    repo_relative,
+    sha256_bytes,
+    sha256_file,
+)
 
 REPO_ROOT = paths.REPO_ROOT
 DEFAULT_LOG = REPO_ROOT / "data" / "experiment_log.jsonl"
@@ -76,10 +83,6 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 DATE_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-class LedgerError(ValueError):
-    """The log cannot be appended to as it stands (broken chain, torn line, bad record)."""
-
-
 # ----------------------------------------------------------------------------- records
 
 
@@ -102,21 +105,21 @@ def _check_amount(item: dict, where: str) -> None:
     value, low, high = item.get("value"), item.get("low"), item.get("high")
     if value is not None:
         if not _is_number(value) or low is not None or high is not None:
-            raise ValueError(f"{where}: 'value' must be a number, without 'low'/'high'; got {item!r}")
+            raise InputError(f"{where}: 'value' must be a number, without 'low'/'high'; got {item!r}")
     elif not (_is_number(low) and _is_number(high) and low <= high):
-        raise ValueError(f"{where}: give a number 'value' or numbers 'low' <= 'high'; got {item!r}")
+        raise InputError(f"{where}: give a number 'value' or numbers 'low' <= 'high'; got {item!r}")
 
 
 def _check_artifacts(item: dict, where: str) -> None:
     artifacts = item.get("artifacts")
     if not isinstance(artifacts, list):
-        raise ValueError(f"{where}: 'artifacts' must be a list of {{path, sha256}}; got {artifacts!r}")
+        raise InputError(f"{where}: 'artifacts' must be a list of {{path, sha256}}; got {artifacts!r}")
     for artifact in artifacts:
         if not (isinstance(artifact, dict) and isinstance(artifact.get("path"), str)
                 and _HEX64.fullmatch(str(artifact.get("sha256", "")))):
-            raise ValueError(f"{where}: artifact {artifact!r} needs 'path' and a 64-hex 'sha256'")
+            raise InputError(f"{where}: artifact {artifact!r} needs 'path' and a 64-hex 'sha256'")
     if not artifacts and not (isinstance(item.get("unbacked"), str) and item["unbacked"].strip()):
-        raise ValueError(f"{where}: no artifact backs this figure; list its artifacts or say why "
+        raise InputError(f"{where}: no artifact backs this figure; list its artifacts or say why "
                          "in 'unbacked'")
 
 
@@ -124,60 +127,60 @@ def check_content(record: dict) -> None:
     """Raise ValueError naming the field when a record's content is malformed."""
     for name, expected in _CONTENT_FIELDS.items():
         if name not in record:
-            raise ValueError(f"missing field {name!r} (every record needs {', '.join(_CONTENT_FIELDS)})")
+            raise InputError(f"missing field {name!r} (every record needs {', '.join(_CONTENT_FIELDS)})")
         types = expected if isinstance(expected, tuple) else (expected,)
         if not isinstance(record[name], types):
-            raise ValueError(f"field {name!r}: expected {_type_name(expected)}, got {record[name]!r}")
+            raise InputError(f"field {name!r}: expected {_type_name(expected)}, got {record[name]!r}")
     for name, expected in _OPTIONAL_FIELDS.items():
         if name in record and not isinstance(record[name], expected):
-            raise ValueError(f"field {name!r}: expected {_type_name(expected)}, got {record[name]!r}")
+            raise InputError(f"field {name!r}: expected {_type_name(expected)}, got {record[name]!r}")
     unknown = set(record) - set(_CONTENT_FIELDS) - set(_OPTIONAL_FIELDS) - set(_CHAIN_FIELDS)
     if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(sorted(unknown))}; known: "
+        raise InputError(f"unknown field(s) {', '.join(sorted(unknown))}; known: "
                          f"{', '.join([*_CONTENT_FIELDS, *_OPTIONAL_FIELDS])}")
     if record["status"] not in STATUSES:
-        raise ValueError(f"field 'status': unknown status {record['status']!r}; expected one of "
+        raise InputError(f"field 'status': unknown status {record['status']!r}; expected one of "
                          f"{', '.join(STATUSES)}")
     if not DATE_PATTERN.fullmatch(record["date"]):
-        raise ValueError(f"field 'date': expected YYYY-MM-DD, got {record['date']!r}")
+        raise InputError(f"field 'date': expected YYYY-MM-DD, got {record['date']!r}")
     for name in ("phase", "experiment"):
         if not record[name].strip():
-            raise ValueError(f"field {name!r}: must not be empty")
+            raise InputError(f"field {name!r}: must not be empty")
     if not all(isinstance(a, str) for a in record["actions"]):
-        raise ValueError(f"field 'actions': expected a list of strings, got {record['actions']!r}")
+        raise InputError(f"field 'actions': expected a list of strings, got {record['actions']!r}")
     for i, item in enumerate(record["measured"]):
         where = f"field 'measured' item {i + 1}"
         if not isinstance(item, dict) or not isinstance(item.get("quantity"), str) \
                 or not isinstance(item.get("unit"), str):
-            raise ValueError(f"{where}: expected {{quantity, value | low+high, unit, artifacts}}, got {item!r}")
+            raise InputError(f"{where}: expected {{quantity, value | low+high, unit, artifacts}}, got {item!r}")
         _check_amount(item, where)
         _check_artifacts(item, where)
     for i, item in enumerate(record["projections"]):
         where = f"field 'projections' item {i + 1}"
         if not isinstance(item, dict) or not isinstance(item.get("quantity"), str) \
                 or not isinstance(item.get("unit"), str) or not str(item.get("basis", "")).strip():
-            raise ValueError(f"{where}: expected {{quantity, value | low+high, unit, basis}}, got {item!r}")
+            raise InputError(f"{where}: expected {{quantity, value | low+high, unit, basis}}, got {item!r}")
         _check_amount(item, where)
     for i, item in enumerate(record["declarations"]):
         if not (isinstance(item, dict) and isinstance(item.get("condition"), str)
                 and isinstance(item.get("evidence"), str) and item["evidence"].strip()):
-            raise ValueError(f"field 'declarations' item {i + 1}: expected {{condition, evidence}} "
+            raise InputError(f"field 'declarations' item {i + 1}: expected {{condition, evidence}} "
                              f"with non-empty evidence, got {item!r}")
     fingerprint = record["fingerprint"]
     if fingerprint is not None:
         for name in ("technique", "source_sha256", "config_sha256"):
             if not isinstance(fingerprint.get(name), str):
-                raise ValueError(f"field 'fingerprint': missing {name!r}; got {fingerprint!r}")
+                raise InputError(f"field 'fingerprint': missing {name!r}; got {fingerprint!r}")
 
 
 def _check_chain_fields(record: dict) -> None:
     if not (isinstance(record.get("seq"), int) and not isinstance(record["seq"], bool) and record["seq"] >= 0):
-        raise ValueError(f"field 'seq': expected an integer >= 0, got {record.get('seq')!r}")
+        raise InputError(f"field 'seq': expected an integer >= 0, got {record.get('seq')!r}")
     for name in ("prev_sha256", "sha256"):
         if not _HEX64.fullmatch(str(record.get(name, ""))):
-            raise ValueError(f"field {name!r}: expected 64 lowercase hex digits, got {record.get(name)!r}")
+            raise InputError(f"field {name!r}: expected 64 lowercase hex digits, got {record.get(name)!r}")
     if not isinstance(record.get("recorded_utc"), str):
-        raise ValueError(f"field 'recorded_utc': expected a UTC timestamp, got {record.get('recorded_utc')!r}")
+        raise InputError(f"field 'recorded_utc': expected a UTC timestamp, got {record.get('recorded_utc')!r}")
 
 
 def figure(quantity: str, value=None, unit: str = "", *, low=None, high=None, artifacts=(),
@@ -274,7 +277,7 @@ def _parse_lines(data: bytes, report: VerifyReport) -> list[tuple[int, dict | No
             text = raw.decode("utf-8")
             record = json.loads(text)
             if not isinstance(record, dict):
-                raise ValueError("not a JSON object")
+                raise InputError("not a JSON object")
         except (UnicodeDecodeError, ValueError) as exc:
             report.problems.append(Problem(number, None, "malformed", f"not a JSON record ({exc})",
                                            "restore this line from version control; records are "
@@ -478,7 +481,7 @@ def append(fields: dict, path: Path | str | None = None, view: Path | str | None
     view_path = default_view(path) if view == "default" else (Path(view) if view else None)
     stray = set(fields) & set(_CHAIN_FIELDS)
     if stray:
-        raise ValueError(f"fields {sorted(stray)} are filled in by append; leave them out")
+        raise InputError(f"fields {sorted(stray)} are filled in by append; leave them out")
     content = json.loads(json.dumps(fields))  # a private copy; the caller's dict is untouched
     check_content(content)
     with locked(path) as fd:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from sagelib.records.datafile import DataFileError, amount_text
 from sagelib import paths
+from sagelib.records.datafile import DataFileError, amount_text
 
 REPO_ROOT = paths.REPO_ROOT
 DEFAULT_PATH = REPO_ROOT / "data" / "prior_work.yaml"

@@ -30,9 +30,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib.cuda import toolkit
-from sagelib.records.datafile import DataFileError, repo_relative, sha256_file
 from sagelib import paths
+from sagelib.cuda import toolkit
+from sagelib.errors import InputError
+from sagelib.records.datafile import DataFileError, repo_relative, sha256_file
 
 REPO_ROOT = paths.REPO_ROOT
 
@@ -417,13 +418,13 @@ def inventory_add(artifact: Path | str, kind: str, command: str, *, environment:
     root = Path(root) if root is not None else REPO_ROOT
     path = Path(path) if path is not None else DEFAULT_INVENTORY
     if kind not in KINDS:
-        raise ValueError(f"--kind {kind!r}: unknown kind; expected one of {', '.join(KINDS)}")
+        raise InputError(f"--kind {kind!r}: unknown kind; expected one of {', '.join(KINDS)}")
     if not command.strip():
-        raise ValueError("--command: expected the command that produced the artifact, got nothing; "
+        raise InputError("--command: expected the command that produced the artifact, got nothing; "
                          "for a hand-written file say so (e.g. 'written by hand')")
     relative = repo_relative(artifact, root)
     if not (root / relative).is_file():
-        raise ValueError(f"artifact {str(artifact)!r}: no such file in the repository")
+        raise InputError(f"artifact {str(artifact)!r}: no such file in the repository")
     record = Artifact(relative, sha256_file(root / relative), (root / relative).stat().st_size, kind,
                       command, environment,
                       _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), note)
@@ -431,7 +432,7 @@ def inventory_add(artifact: Path | str, kind: str, command: str, *, environment:
         inventory = load_inventory(path, root) if path.exists() else Inventory(path, (), ())
         listed = [a for a in inventory.artifacts if a.path != relative]
         if len(listed) != len(inventory.artifacts) and not replace:
-            raise ValueError(f"artifact {relative} is already in {path.name}; pass --replace to "
+            raise InputError(f"artifact {relative} is already in {path.name}; pass --replace to "
                              "re-record it (the old hash is dropped)")
         _save_inventory(Inventory(path, tuple(listed) + (record,), inventory.blockers))
     return record
@@ -443,12 +444,12 @@ def add_blocker(blocker_id: str, subject: str, reason: str, unblock: str,
     path = Path(path) if path is not None else DEFAULT_INVENTORY
     for name, value in (("id", blocker_id), ("subject", subject), ("reason", reason), ("unblock", unblock)):
         if not value.strip():
-            raise ValueError(f"blocker {name}: expected text, got nothing")
+            raise InputError(f"blocker {name}: expected text, got nothing")
     blocker = Blocker(blocker_id, subject, reason, unblock)
     with _inventory_lock(path):
         inventory = load_inventory(path, root) if path.exists() else Inventory(path, (), ())
         if any(b.id == blocker_id for b in inventory.blockers):
-            raise ValueError(f"blocker {blocker_id!r} already exists in {path.name}; choose a new id")
+            raise InputError(f"blocker {blocker_id!r} already exists in {path.name}; choose a new id")
         _save_inventory(Inventory(path, inventory.artifacts, inventory.blockers + (blocker,)))
     return blocker
 

@@ -33,8 +33,15 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sagelib.errors import InputError
 from sagelib.records import ledger, prior_work
-from sagelib.records.datafile import amount_text, canonical_json, repo_relative, sha256_bytes, sha256_file
+from sagelib.records.datafile import (
+    amount_text,
+    canonical_json,
+    repo_relative,
+    sha256_bytes,
+    sha256_file,
+)
 
 
 @dataclass(frozen=True)
@@ -96,9 +103,9 @@ def parse_config(pairs: list[str] | None) -> dict:
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--config {pair!r}: expected KEY=VALUE (for example blkq=64)")
+            raise InputError(f"--config {pair!r}: expected KEY=VALUE (for example blkq=64)")
         if key in config:
-            raise ValueError(f"--config {key!r} given twice; give each key once")
+            raise InputError(f"--config {key!r} given twice; give each key once")
         try:
             config[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -111,13 +118,13 @@ def fingerprint(technique: str, sources: list[Path | str], config: dict,
     """The identity of an attempt: normalized technique, source contents, configuration."""
     root = Path(root) if root is not None else ledger.REPO_ROOT
     if not sources:
-        raise ValueError("fingerprint sources: expected at least one kernel source file, got none; "
+        raise InputError("fingerprint sources: expected at least one kernel source file, got none; "
                          "pass every file the attempt compiles (--fingerprint-source FILE ...)")
     listed = []
     for source in sources:
         relative = repo_relative(source, root)
         if not (root / relative).is_file():
-            raise ValueError(f"fingerprint source {str(source)!r}: no such file in the repository")
+            raise InputError(f"fingerprint source {str(source)!r}: no such file in the repository")
         listed.append({"path": relative, "sha256": sha256_file(root / relative)})
     listed.sort(key=lambda s: (s["sha256"], s["path"]))
     contents = sorted(s["sha256"] for s in listed)
@@ -175,10 +182,10 @@ def closed_experiments(prior: prior_work.PriorWorkSet, records: list[dict]) -> l
 def check_declarations(declarations: list[Declaration]) -> None:
     for declaration in declarations:
         if declaration.condition not in prior_work.CONDITIONS:
-            raise ValueError(f"--declare {declaration.condition!r}: unknown condition; expected one of "
+            raise InputError(f"--declare {declaration.condition!r}: unknown condition; expected one of "
                              f"{', '.join(prior_work.CONDITIONS)}")
         if not declaration.evidence.strip():
-            raise ValueError(f"--declare {declaration.condition}: the evidence is empty; give --evidence "
+            raise InputError(f"--declare {declaration.condition}: the evidence is empty; give --evidence "
                              "TEXT saying what shows the condition holds")
 
 
@@ -217,14 +224,14 @@ def propose(technique: str, sources: list[Path | str], config: dict, declaration
             prior_path: Path | str | None = None, root: Path | str | None = None) -> Decision:
     """Check a proposal and, when permitted, append it to the log as ``proposed``."""
     if not prior_work.normalize_technique(technique):
-        raise ValueError(f"--technique {technique!r}: expected a technique name with letters or digits")
+        raise InputError(f"--technique {technique!r}: expected a technique name with letters or digits")
     if not hypothesis.strip():
-        raise ValueError("--hypothesis: expected the reason this attempt could work, got nothing")
+        raise InputError("--hypothesis: expected the reason this attempt could work, got nothing")
     prior = prior_work.load(prior_path)
     log_path = Path(path) if path is not None else ledger.DEFAULT_LOG
     records = ledger.read(log_path) if log_path.exists() else []
     if any(r["experiment"] == experiment for r in records) or experiment in {e.id for e in prior}:
-        raise ValueError(f"--experiment {experiment!r}: that id is already in the log or the prior "
+        raise InputError(f"--experiment {experiment!r}: that id is already in the log or the prior "
                          "work; choose a new id for a new attempt")
     print_ = fingerprint(technique, sources, config, root)
     decision = evaluate(technique, print_, declarations, closed_experiments(prior, records))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from sagelib import paths
+from sagelib.errors import InputError
 from sagelib.records.datafile import utc_stamp
 
 RESULTS_FILE = "results.json"
@@ -71,7 +72,7 @@ def to_json(value: Any, key: str = "value") -> Any:
         return to_json(value.tolist(), key)
     if type(value).__module__ == "torch" and type(value).__name__ in ("dtype", "device"):
         return str(value)
-    raise ValueError(
+    raise InputError(
         f"Results: {key} is a {type(value).__module__}.{type(value).__qualname__}, which has no JSON form; "
         "record numbers, strings, lists, dicts, tensors, numpy arrays, dataclasses or paths "
         "(convert it first, e.g. str(x) or float(x))"
@@ -95,7 +96,7 @@ def _from_repo_root(path: Path) -> Path:
 
 def _check_key(key: Any, what: str) -> str:
     if not isinstance(key, str) or not key.strip():
-        raise ValueError(f"Results.{what}: key must be a non-empty string, got {key!r}; "
+        raise InputError(f"Results.{what}: key must be a non-empty string, got {key!r}; "
                          "pass a short name like 'rel_l1'")
     return key
 
@@ -105,12 +106,12 @@ class Results:
 
     def __init__(self, notebook_name: str, output_dir: str | os.PathLike):
         if not isinstance(notebook_name, str) or not notebook_name.strip():
-            raise ValueError(
+            raise InputError(
                 f"Results: notebook_name must be a non-empty string, got {notebook_name!r}; "
                 "pass the notebook's name, e.g. '00_contract'"
             )
         if not isinstance(output_dir, (str, os.PathLike)) or not os.fspath(output_dir):
-            raise ValueError(
+            raise InputError(
                 f"Results: output_dir must be a path, got {output_dir!r}; "
                 "pass the notebook's output_dir parameter"
             )
@@ -145,12 +146,12 @@ class Results:
         """
         stem = name.removesuffix(".png") if isinstance(name, str) else ""
         if not _FIGURE_NAME.match(stem):
-            raise ValueError(
+            raise InputError(
                 f"Results.figure: name must be a file stem of letters, digits, '_', '-' or '.', got {name!r}; "
                 "pass something like 'error_budget'"
             )
         if not hasattr(fig, "savefig"):
-            raise ValueError(
+            raise InputError(
                 f"Results.figure: fig must be a matplotlib Figure (something with savefig), "
                 f"got {type(fig).__qualname__}; pass e.g. the fig from plt.subplots()"
             )

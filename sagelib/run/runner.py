@@ -42,8 +42,9 @@ from typing import Any, Callable, Sequence
 
 import yaml
 
-from sagelib.records.datafile import utc_stamp
 from sagelib import paths
+from sagelib.errors import InputError
+from sagelib.records.datafile import utc_stamp
 
 REPO_ROOT = paths.REPO_ROOT
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -90,7 +91,7 @@ def discover_notebooks(notebooks_dir: str | os.PathLike = NOTEBOOKS_DIR) -> list
     directory = Path(notebooks_dir)
     if not directory.is_dir():
         found = "is a file, not a folder" if directory.exists() else "does not exist"
-        raise ValueError(f"--notebooks {str(directory)!r}: {found}; pass the folder holding the NN_name.py notebooks")
+        raise InputError(f"--notebooks {str(directory)!r}: {found}; pass the folder holding the NN_name.py notebooks")
     return sorted(p for p in directory.iterdir() if p.is_file() and _NOTEBOOK_FILE.match(p.name))
 
 
@@ -106,12 +107,12 @@ def parameters_cell_index(nb, path: str | os.PathLike) -> int:
     tagged = [i for i, cell in enumerate(nb.cells) if PARAMETERS_TAG in cell.get("metadata", {}).get("tags", [])]
     if len(tagged) != 1:
         where = f" (cells {', '.join(str(i + 1) for i in tagged)})" if tagged else ""
-        raise ValueError(
+        raise InputError(
             f"{path}: expected exactly one cell tagged 'parameters', found {len(tagged)}{where}; "
             'mark the one cell of literal defaults with  # %% tags=["parameters"]'
         )
     if nb.cells[tagged[0]].cell_type != "code":
-        raise ValueError(f"{path}: the cell tagged 'parameters' is a {nb.cells[tagged[0]].cell_type} cell; "
+        raise InputError(f"{path}: the cell tagged 'parameters' is a {nb.cells[tagged[0]].cell_type} cell; "
                          "tag a code cell")
     return tagged[0]
 
@@ -121,7 +122,7 @@ def parse_parameters_cell(source: str, path: str | os.PathLike) -> dict[str, Any
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        raise ValueError(f"{path}: the parameters cell is not plain Python ({exc.msg}, line {exc.lineno}); "
+        raise InputError(f"{path}: the parameters cell is not plain Python ({exc.msg}, line {exc.lineno}); "
                          "keep only  name = literal  lines there") from None
     parameters: dict[str, Any] = {}
     for statement in tree.body:
@@ -130,17 +131,17 @@ def parse_parameters_cell(source: str, path: str | os.PathLike) -> dict[str, Any
         elif isinstance(statement, ast.AnnAssign) and statement.value is not None:
             target, value = statement.target, statement.value
         else:
-            raise ValueError(
+            raise InputError(
                 f"{path}: the parameters cell has {ast.get_source_segment(source, statement)!r} at line "
                 f"{statement.lineno}; it may hold only  name = literal  assignments"
             )
         if not isinstance(target, ast.Name):
-            raise ValueError(f"{path}: parameters cell line {statement.lineno} assigns to "
+            raise InputError(f"{path}: parameters cell line {statement.lineno} assigns to "
                              f"{ast.get_source_segment(source, target)!r}; assign to a plain name")
         try:
             parameters[target.id] = ast.literal_eval(value)
         except ValueError:
-            raise ValueError(
+            raise InputError(
                 f"{path}: parameter {target.id} = {ast.get_source_segment(source, value)} is not a literal; "
                 "give a literal default (number, string, bool, None, list, dict) and compute from it in a later cell"
             ) from None
@@ -152,12 +153,12 @@ def load_notebook(path: str | os.PathLike) -> Notebook:
     path = Path(path)
     match = _NOTEBOOK_FILE.match(path.name)
     if not match:
-        raise ValueError(f"{path}: notebook files are named NN_name.py (two digits, underscore, name)")
+        raise InputError(f"{path}: notebook files are named NN_name.py (two digits, underscore, name)")
     nb = read_notebook(path)
     index = parameters_cell_index(nb, path)
     parameters = parse_parameters_cell(nb.cells[index].source, path)
     if OUTPUT_DIR_PARAMETER not in parameters:
-        raise ValueError(
+        raise InputError(
             f"{path}: the parameters cell has no {OUTPUT_DIR_PARAMETER}; add  "
             f"{OUTPUT_DIR_PARAMETER} = \"outputs/interactive/{path.stem}\"  (the runner sets it to the run's folder)"
         )
@@ -176,7 +177,7 @@ def select_notebooks(paths: Sequence[Path], only: Sequence[str] | None) -> list[
         hits = [p for p in paths if name in (p.stem, p.stem[:2], p.stem[3:])]
         if not hits:
             known = ", ".join(p.stem for p in paths) or "none"
-            raise ValueError(f"--only {name!r}: no such notebook; known notebooks: {known}")
+            raise InputError(f"--only {name!r}: no such notebook; known notebooks: {known}")
         chosen.update(hits)
     return [p for p in paths if p in chosen]
 
@@ -207,7 +208,7 @@ def parse_value(text: str) -> Any:
         except yaml.YAMLError:
             value = None
         if not isinstance(value, (list, dict)):
-            raise ValueError(f"value {text!r} opens a list or mapping but does not parse; write e.g. [64, 256]")
+            raise InputError(f"value {text!r} opens a list or mapping but does not parse; write e.g. [64, 256]")
         return value
     return text
 
@@ -217,13 +218,13 @@ def parse_override(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     name = name.strip()
     if not sep or not _IDENTIFIER.match(name):
-        raise ValueError(f"-p {text!r}: expected NAME=VALUE with NAME a Python identifier, e.g. -p n_tokens=1024")
+        raise InputError(f"-p {text!r}: expected NAME=VALUE with NAME a Python identifier, e.g. -p n_tokens=1024")
     if name == OUTPUT_DIR_PARAMETER:
-        raise ValueError(f"-p {text!r}: output_dir is set by the runner; use --out DIR to choose the run folder")
+        raise InputError(f"-p {text!r}: output_dir is set by the runner; use --out DIR to choose the run folder")
     try:
         return name, parse_value(value)
     except ValueError as exc:
-        raise ValueError(f"-p {text!r}: {exc}") from None
+        raise InputError(f"-p {text!r}: {exc}") from None
 
 
 def parse_overrides(texts: Sequence[str] | None) -> dict[str, Any]:
@@ -248,26 +249,26 @@ def load_profiles(path: str | os.PathLike) -> dict[str, Profile]:
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid YAML ({exc}); fix the file") from None
+        raise InputError(f"{path}: not valid YAML ({exc}); fix the file") from None
     if not isinstance(document, dict):
-        raise ValueError(f"{path}: expected a mapping of profile name -> notebooks, got {type(document).__name__}")
+        raise InputError(f"{path}: expected a mapping of profile name -> notebooks, got {type(document).__name__}")
     profiles = {}
     for name, entries in document.items():
         entries = entries or {}
         if not isinstance(entries, dict):
-            raise ValueError(f"{path}: profile {name!r} must map notebook names to parameter mappings")
+            raise InputError(f"{path}: profile {name!r} must map notebook names to parameter mappings")
         notebooks = {}
         timeout = DEFAULT_CELL_TIMEOUT_S
         for key, values in entries.items():
             if key == "cell_timeout_s":
                 if isinstance(values, bool) or not isinstance(values, (int, float)) or values <= 0:
-                    raise ValueError(f"{path}: {name}.cell_timeout_s must be a positive number of seconds, "
+                    raise InputError(f"{path}: {name}.cell_timeout_s must be a positive number of seconds, "
                                      f"got {values!r}")
                 timeout = values
             elif isinstance(values, dict) or values is None:
                 notebooks[str(key)] = dict(values or {})
             else:
-                raise ValueError(f"{path}: {name}.{key} must map parameter names to values, got {values!r}")
+                raise InputError(f"{path}: {name}.{key} must map parameter names to values, got {values!r}")
         profiles[str(name)] = Profile(str(name), notebooks, timeout)
     return profiles
 
@@ -276,7 +277,7 @@ def get_profile(profiles: dict[str, Profile], name: str, path: str | os.PathLike
     """The profile called ``name``; ValueError listing the known ones otherwise."""
     if name not in profiles:
         known = ", ".join(profiles) or f"none (no {path})"
-        raise ValueError(f"--profile {name!r}: no such profile in {path}; known profiles: {known}")
+        raise InputError(f"--profile {name!r}: no such profile in {path}; known profiles: {known}")
     return profiles[name]
 
 
@@ -286,7 +287,7 @@ def notebook_parameters(notebook: Notebook, profile: Profile, overrides: dict[st
     values = profile.notebooks.get(notebook.name, {})
     unknown = sorted(set(values) - set(notebook.parameters))
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"profile {profile.name!r} sets {', '.join(unknown)} for {notebook.name}, whose parameters cell has "
             f"{', '.join(sorted(notebook.parameters))}; fix the names in {PROFILES_FILE} or add the parameters"
         )
@@ -300,7 +301,7 @@ def check_overrides(overrides: dict[str, Any], notebooks: Sequence[Notebook]) ->
     known = set().union(*(nb.parameters for nb in notebooks)) if notebooks else set()
     for name in overrides:
         if name not in known:
-            raise ValueError(
+            raise InputError(
                 f"-p {name}=...: no selected notebook has a parameter {name!r}; "
                 f"known parameters: {', '.join(sorted(known - {OUTPUT_DIR_PARAMETER})) or 'none'}"
             )
@@ -490,7 +491,7 @@ def plan_run(
     profiles_path = Path(profiles_path) if profiles_path else notebooks_dir / PROFILES_FILE
     paths = discover_notebooks(notebooks_dir)  # first: a wrong --notebooks also hides its profiles.yaml
     if not paths:
-        raise ValueError(f"no notebooks in {notebooks_dir} (files named NN_name.py); pass --notebooks DIR")
+        raise InputError(f"no notebooks in {notebooks_dir} (files named NN_name.py); pass --notebooks DIR")
     chosen = get_profile(load_profiles(profiles_path), profile, profiles_path)
     notebooks = [load_notebook(p) for p in select_notebooks(paths, only)]
     values = overrides if isinstance(overrides, dict) else parse_overrides(overrides)

@@ -20,6 +20,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib.errors import InputError
 from sagelib.measure.recordings import RESULTS_DIR, newest_file
 
 PHASES = ("softmax", "turn", "issue", "wait", "fold")
@@ -59,7 +60,7 @@ def parse(text: str) -> list[BlockTrace]:
         elif line.lstrip().startswith("block "):
             block = _BLOCK.match(line)
             if block is None or warpgroup is None:
-                raise ValueError(f"line {number}: expected '  block J start T  softmax S | turn . | issue . | wait . | "
+                raise InputError(f"line {number}: expected '  block J start T  softmax S | turn . | issue . | wait . | "
                                  f"fold .' after a 'consumer warpgroup N, warp 0:' line, got {line!r}")
             rows.append(BlockTrace(section, warpgroup, *(int(x) for x in block.groups())))
         elif not line.startswith(" "):
@@ -80,7 +81,7 @@ def period_parts(rows: list[BlockTrace], section: str, warpgroup: int, parity: i
     pairs = [(a, b) for a, b in zip(mine, mine[1:]) if b.block == a.block + 1
              and (parity is None or a.block % 2 == parity)]
     if not pairs:
-        raise ValueError(f"no consecutive blocks of warpgroup {warpgroup} under {section!r}"
+        raise InputError(f"no consecutive blocks of warpgroup {warpgroup} under {section!r}"
                          f"{'' if parity is None else f' with block % 2 == {parity}'}; sections with blocks: "
                          f"{sections(rows)}")
     parts = {phase: statistics.median(getattr(a, phase) for a, _ in pairs) for phase in PHASES}

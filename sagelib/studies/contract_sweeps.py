@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sagelib import contract, inputs as data
+from sagelib import contract
+from sagelib import inputs as data
 from sagelib.contract import metrics
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from sagelib.errors import InputError
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -377,7 +379,7 @@ def candidate(key: str) -> Architecture:
     for arch in CANDIDATES:
         if arch.key == key:
             return arch
-    raise ValueError(f"key: expected one of {[a.key for a in CANDIDATES]}, got {key!r}")
+    raise InputError(f"key: expected one of {[a.key for a in CANDIDATES]}, got {key!r}")
 
 
 def reopening_review(arch: Architecture, prior=None) -> list[dict]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-
 import matplotlib.pyplot as plt
 
 

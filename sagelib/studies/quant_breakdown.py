@@ -23,6 +23,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sagelib.errors import InputError
+
 SCHEMA = "sagelib.quant_breakdown/1"
 STEM = "quant-breakdown"  #: recordings are data/results/<date>-<gpu>-quant-breakdown.json
 #: the timed calls, in the order of the printed table
@@ -51,7 +53,7 @@ class PassTimes:
     def __post_init__(self):
         for name, value in asdict(self).items():
             if not value > 0:
-                raise ValueError(f"PassTimes: {name} must be a positive time in ms, got {value!r}")
+                raise InputError(f"PassTimes: {name} must be a positive time in ms, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
     from sagelib.measure import bench
 
     if rounds < 1:
-        raise ValueError(f"rounds: expected a whole number of 1 or more, got {rounds!r}")
+        raise InputError(f"rounds: expected a whole number of 1 or more, got {rounds!r}")
     dev = torch.device("cuda")
     calls = pass_calls(*bench.random_inputs(shape, torch.float16, dev, "HND", seed))
     for name in GPU_TIMED:
@@ -170,5 +172,5 @@ def latest_recording(directory: str | Path | None = None) -> tuple[list[dict], P
         return [], None
     document = json.loads(path.read_text())
     if document.get("schema") != SCHEMA:
-        raise ValueError(f"{path}: expected schema {SCHEMA!r}, got {document.get('schema')!r}")
+        raise InputError(f"{path}: expected schema {SCHEMA!r}, got {document.get('schema')!r}")
     return document["rows"], path

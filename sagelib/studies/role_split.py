@@ -25,6 +25,8 @@ import re
 import statistics
 from dataclasses import dataclass
 
+from sagelib.errors import InputError
+
 SM_REGISTERS = 65536
 WARPGROUP = 128
 
@@ -139,9 +141,9 @@ def traced_costs(text: str, section: str, tensor_per_gemm: float) -> PhaseCosts:
     body = next((p for p in parts if p.split("\n", 1)[0].strip() == section.strip()), None)
     if body is None:
         titles = [p.split("\n", 1)[0].strip() for p in parts if p.strip()]
-        raise ValueError(f"section: expected one of {titles}, got {section!r}")
+        raise InputError(f"section: expected one of {titles}, got {section!r}")
     blocks = [tuple(map(int, m.groups())) for m in _BLOCK.finditer(body)]
     if not blocks:
-        raise ValueError(f"section {section!r}: no traced blocks in it")
+        raise InputError(f"section {section!r}: no traced blocks in it")
     medians = [statistics.median(column) for column in zip(*blocks)]
     return PhaseCosts(*medians, tensor_per_gemm=tensor_per_gemm)

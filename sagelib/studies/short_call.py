@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib.errors import InputError
 from sagelib.measure.recordings import RESULTS_DIR, newest_file
 
 BESIDE_STEM = "quant-beside-attention"
@@ -53,7 +54,7 @@ def parse_beside(text: str) -> list[BesideRow]:
             rows.append(BesideRow(name, int(grid.group(1)), float(grid.group(2)), float(grid.group(3)), sequential,
                                   quant, cudnn))
         else:
-            raise ValueError(f"line {number}: expected a shape line ('B.. H.. N.. D..: cudnn ...') or a grid line "
+            raise InputError(f"line {number}: expected a shape line ('B.. H.. N.. D..: cudnn ...') or a grid line "
                              f"after one ('  grid G: attention ...'), got {line!r}")
     return rows
 
@@ -80,7 +81,7 @@ def call_breakdown(beside: list[BesideRow], fusion: list[dict], shape: str) -> d
     fused = next((r for r in fusion if r["shape"] == shape), None)
     if not grids or fused is None:
         known = sorted({r.shape for r in beside} | {r["shape"] for r in fusion})
-        raise ValueError(f"shape: expected one recorded in both files ({known}), got {shape!r}")
+        raise InputError(f"shape: expected one recorded in both files ({known}), got {shape!r}")
     best = min(grids, key=lambda r: r.beside_ms)
     return {
         "kernel alone (inputs quantized)": fused["kernel_ms"],

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import statistics
 
+from sagelib.errors import InputError
+
 #: What the second warpgroup runs, by the kernel's `beside` argument.
 KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
          "the fold alone", "D64 P.V + Q.K^T batches", "Q.K^T batches, fresh accumulators",
@@ -38,9 +40,9 @@ def measure(iters: int = 2000, softmax_warpgroups: int = 1, options: tuple[str, 
     ``softmax_warpgroups`` 2, two softmax warpgroups run side by side (two warps per scheduler; a
     step is then both warpgroups' steps, together) beside the kinds of :data:`TWO_SOFTMAX_KINDS`."""
     if not isinstance(iters, int) or iters < 1:
-        raise ValueError(f"iters: expected an int of at least 1 softmax step, got {iters!r}")
+        raise InputError(f"iters: expected an int of at least 1 softmax step, got {iters!r}")
     if softmax_warpgroups not in (1, 2):
-        raise ValueError(f"softmax_warpgroups: expected 1 or 2, got {softmax_warpgroups!r}")
+        raise InputError(f"softmax_warpgroups: expected 1 or 2, got {softmax_warpgroups!r}")
     import torch
 
     from sagelib.cuda.build import load_function
@@ -87,7 +89,7 @@ def latest_recording(directory=None, stem: str = STEM):
         return None, None, None
     document = json.loads(path.read_text())
     if document.get("schema") not in READS:
-        raise ValueError(f"{path}: expected schema {' or '.join(map(repr, READS))}, got {document.get('schema')!r}")
+        raise InputError(f"{path}: expected schema {' or '.join(map(repr, READS))}, got {document.get('schema')!r}")
     return document["runs"], document, path
 
 
@@ -100,7 +102,7 @@ def _steps(rows: list[dict], kind: str, kinds_named: str) -> dict[str, float]:
     """Cycles per step by kind, with 'nothing' and ``kind`` among them (else a ValueError naming ``kinds_named``)."""
     step = {r["kind"]: r["cycles_per_step"] for r in rows}
     if kind not in step or "nothing" not in step:
-        raise ValueError(f"rows: expected {kinds_named} 'nothing' and {kind!r}, got {sorted(step)}")
+        raise InputError(f"rows: expected {kinds_named} 'nothing' and {kind!r}, got {sorted(step)}")
     return step
 
 

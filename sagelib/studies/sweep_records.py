@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib.errors import InputError
 from sagelib.measure import recordings as bench_records
 
 SCHEMA = "sagelib.sweep-sm90/1"
@@ -41,7 +42,7 @@ def baseline_variant(rows: list[dict]) -> str:
         return "default"
     former = sorted(name for name in names if "(former default)" in name)
     if not former:
-        raise ValueError(f"rows: expected a 'default' or a '(former default)' variant, got {sorted(names)}")
+        raise InputError(f"rows: expected a 'default' or a '(former default)' variant, got {sorted(names)}")
     return former[0]
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
+from sagelib.errors import InputError
+
 CTA_Q = 128
 BLOCK_KEYS = 128
 #: scheduler.cuh's SM90_L2_WINDOW_BYTES: causal tiles are ordered heaviest first across the
@@ -91,7 +93,7 @@ def balance(p: Problem, grid: int, schedule: str = "greedy", windowed: bool = Tr
             heapq.heappush(heap, (load + cost, c))
         loads = [load for load, _ in heap]
     else:
-        raise ValueError(f"schedule: expected 'static' or 'greedy', got {schedule!r}")
+        raise InputError(f"schedule: expected 'static' or 'greedy', got {schedule!r}")
     return sum(loads) / len(loads) / max(loads)
 
 

@@ -25,10 +25,18 @@ import torch
 from sagelib.contract import presets as P
 from sagelib.contract.fp8 import QuantizedV
 from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
-from sagelib.contract.validate import check_layout, check_qk, check_qkv, check_tensor, default_sm_scale, to_hnd
+from sagelib.contract.validate import (
+    check_layout,
+    check_qk,
+    check_qkv,
+    check_tensor,
+    default_sm_scale,
+    to_hnd,
+)
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
+from sagelib.errors import InputError
 
 KERNEL_HEAD_DIMS = (64, 128)
 QUANT_ROWS = 128
@@ -57,7 +65,7 @@ class GroupGeometry:
         for name in ("tile", "per_tile", "mod", "div"):
             value = getattr(self, name)
             if value < 1 or value & (value - 1):
-                raise ValueError(f"{name}: expected a power of two, got {value}")
+                raise InputError(f"{name}: expected a power of two, got {value}")
 
     def args(self):
         shift = int.bit_length
@@ -77,7 +85,7 @@ def q_geometry(preset: str, granularity: str) -> GroupGeometry:
         return GroupGeometry(g.warpq, 8, 8, 1)
     if granularity == "per_warp":
         return GroupGeometry(g.warpq, 1, 1, 1)
-    raise ValueError(f"granularity: the CUDA quantizers implement 'per_thread' and 'per_warp', got {granularity!r}")
+    raise InputError(f"granularity: the CUDA quantizers implement 'per_thread' and 'per_warp', got {granularity!r}")
 
 
 def k_geometry(preset: str, granularity: str) -> GroupGeometry:
@@ -86,19 +94,19 @@ def k_geometry(preset: str, granularity: str) -> GroupGeometry:
         return GroupGeometry(g.warpk, 4, 8, 2)
     if granularity == "per_warp":
         return GroupGeometry(g.blkk, 1, 1, 1)
-    raise ValueError(f"granularity: the CUDA quantizers implement 'per_thread' and 'per_warp', got {granularity!r}")
+    raise InputError(f"granularity: the CUDA quantizers implement 'per_thread' and 'per_warp', got {granularity!r}")
 
 
 def _preset(preset: str) -> P.Preset:
     if preset not in P.PRESETS:
-        raise ValueError(f"preset: expected one of {list(P.PRESETS)}, got {preset!r}")
+        raise InputError(f"preset: expected one of {list(P.PRESETS)}, got {preset!r}")
     return P.PRESETS[preset]
 
 
 def _flavour(flavour, preset: str, granularity: str) -> str:
     flavour = flavour or _preset(preset).default_flavour(granularity)
     if flavour not in P.FLAVOURS:
-        raise ValueError(f"flavour: expected one of {list(P.FLAVOURS)}, got {flavour!r}")
+        raise InputError(f"flavour: expected one of {list(P.FLAVOURS)}, got {flavour!r}")
     return flavour
 
 
@@ -106,7 +114,7 @@ def _kernel_head_dim(d: int) -> int:
     for width in KERNEL_HEAD_DIMS:
         if d <= width:
             return width
-    raise ValueError(f"head_dim: the CUDA kernels support head_dim up to 128, got {d}; use the reference backend")
+    raise InputError(f"head_dim: the CUDA kernels support head_dim up to 128, got {d}; use the reference backend")
 
 
 def _prepared(x_hnd: torch.Tensor, width: int) -> torch.Tensor:
@@ -126,7 +134,7 @@ def _hnd_strides(x: torch.Tensor):
 def _require_cuda(*tensors):
     for name, t in tensors:
         if not t.is_cuda:
-            raise ValueError(f"{name}: expected a CUDA tensor for the cuda backend, got one on {t.device}; "
+            raise InputError(f"{name}: expected a CUDA tensor for the cuda backend, got one on {t.device}; "
                              "move it with .cuda() or use the reference backend")
 
 
@@ -145,7 +153,7 @@ def _quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, 
     needs 128 (K without smoothing under the sm90 preset)."""
     rows = rows or (QUANT_Q_ROWS if QUANT_Q_ROWS % geometry.tile == 0 else QUANT_ROWS)
     if rows not in (QUANT_ROWS, QUANT_Q_ROWS) or rows % geometry.tile:
-        raise ValueError(f"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
+        raise InputError(f"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
                          f"({geometry.tile}), got {rows!r}")
     b, h, n, d = x_hnd.shape
     out, out_hnd = _empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
@@ -284,9 +292,9 @@ def quantize_v(v, layout="HND", preset="sm90", pv_accum="fp32+fp32", smooth_v=Fa
     _require_cuda(("v", v))
     _preset(preset)
     if pv_accum not in P.PV_ACCUM_MODES:
-        raise ValueError(f"pv_accum: expected one of {list(P.PV_ACCUM_MODES)}, got {pv_accum!r}")
+        raise InputError(f"pv_accum: expected one of {list(P.PV_ACCUM_MODES)}, got {pv_accum!r}")
     if smooth_v:
-        raise ValueError("smooth_v: the CUDA V quantizer does not implement smooth_v; pass smooth_v=False "
+        raise InputError("smooth_v: the CUDA V quantizer does not implement smooth_v; pass smooth_v=False "
                          "or use the reference backend")
     vh = to_hnd(v, layout)
     d = vh.shape[-1]
@@ -352,13 +360,13 @@ def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, gran
     width = _kernel_head_dim(shapes.head_dim)
     _require_cuda(("q", q), ("k", k), ("v", v))
     if granularity not in ATTN_GRANULARITIES:
-        raise ValueError(f"granularity: {target.name} implements {list(ATTN_GRANULARITIES)}, got {granularity!r}")
+        raise InputError(f"granularity: {target.name} implements {list(ATTN_GRANULARITIES)}, got {granularity!r}")
     if pv_accum not in target.pv_accum:
-        raise ValueError(f"pv_accum: {target.name} implements {list(target.pv_accum)}, got {pv_accum!r}")
+        raise InputError(f"pv_accum: {target.name} implements {list(target.pv_accum)}, got {pv_accum!r}")
     if causal_alignment not in P.CAUSAL_ALIGNMENTS:
-        raise ValueError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
+        raise InputError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
     if not smooth_k:
-        raise ValueError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
+        raise InputError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
     flavour = _flavour(flavour, target.preset, granularity)
     qh = _prepared(to_hnd(q, layout), width)
     kh = _prepared(to_hnd(k, layout), width)
@@ -429,15 +437,15 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
 def checked_options(target: KernelTarget, preset: str, options: dict, extra: tuple[str, ...] = ()) -> dict:
     """The ``**options`` of an attention call for ``target``, validated; lse_correction removed."""
     if preset != target.preset:
-        raise ValueError(f"preset: {target.name}'s geometry is the {target.preset!r} preset, got {preset!r}")
+        raise InputError(f"preset: {target.name}'s geometry is the {target.preset!r} preset, got {preset!r}")
     allowed = _ATTENTION_OPTIONS + extra
     unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise ValueError(f"options: unknown or unsupported by {target.name}: {unknown}; "
+        raise InputError(f"options: unknown or unsupported by {target.name}: {unknown}; "
                          f"expected some of {list(allowed)}")
     options = dict(options)
     if options.pop("lse_correction", "fp32") != "fp32":
-        raise ValueError(f"lse_correction: {target.name} adds the smoothing correction in fp32; pass 'fp32'")
+        raise InputError(f"lse_correction: {target.name} adds the smoothing correction in fp32; pass 'fp32'")
     return options
 
 

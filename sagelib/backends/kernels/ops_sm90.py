@@ -28,15 +28,23 @@ from dataclasses import dataclass
 
 import torch
 
+from sagelib.backends.kernels.ops import (
+    KernelTarget,
+    PreparedAttention,
+    _sm_count,
+    causal_shift,
+    checked_options,
+    finish_outputs,
+    kernel_flags,
+    output_buffers,
+    prepare_for,
+)
 from sagelib.contract import presets as P
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function, macro_options
 from sagelib.cuda.launch import F32, I32, launch
-from sagelib.backends.kernels.ops import (
-    KernelTarget, PreparedAttention, _sm_count, causal_shift, checked_options, finish_outputs, kernel_flags,
-    output_buffers, prepare_for,
-)
 from sagelib.cuda.tma import tensor_map
+from sagelib.errors import InputError
 
 PRESET = "sm90"
 ARCH = "sm_90a"
@@ -75,7 +83,7 @@ def geometry_for(cta_k: int | None, head_dim: int = 128) -> Geometry:
     if cta_k is None or cta_k == PRESET_GEOMETRY.block_keys:
         return PRESET_D64_GEOMETRY if head_dim == 64 else PRESET_GEOMETRY
     if cta_k != ROTATION_GEOMETRY.block_keys:
-        raise ValueError(f"cta_k: the sm_90a kernel is built for None (the preset's 128) or 64 keys, got {cta_k!r}")
+        raise InputError(f"cta_k: the sm_90a kernel is built for None (the preset's 128) or 64 keys, got {cta_k!r}")
     return ROTATION_GEOMETRY
 
 
@@ -128,12 +136,12 @@ def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = 
         built = (head_dim, geometry.consumers, geometry.block_keys)
         table = {**instances.SM90_STAGES, **instances.SM90_COMPARISON_STAGES}
         if built not in table:
-            raise ValueError(f"geometry: {geometry} is not built at head_dim {head_dim}; expected one of "
+            raise InputError(f"geometry: {geometry} is not built at head_dim {head_dim}; expected one of "
                              f"(head_dim, consumers, block_keys) {sorted(table)}")
         return table[built]
     if not isinstance(stages, int) or stages < 2 or shared_memory_bytes(head_dim, stages, geometry) > SMEM_LIMIT:
         fits = max(s for s in range(2, 32) if shared_memory_bytes(head_dim, s, geometry) <= SMEM_LIMIT)
-        raise ValueError(f"stages: expected an int in 2..{fits} at head_dim {head_dim} (shared memory), got {stages!r}")
+        raise InputError(f"stages: expected an int in 2..{fits} at head_dim {head_dim} (shared memory), got {stages!r}")
     return stages
 
 
@@ -170,7 +178,7 @@ def kernel_instance(p: PreparedAttention, stages: int, geometry: Geometry, causa
     built = (width, geometry.consumers, geometry.block_keys)
     has_causal = instances.has_causal_instance(*built)
     if causal_instance and not (p.causal and has_causal):
-        raise ValueError(f"causal_instance: True needs a causal call in a geometry with a causal instance "
+        raise InputError(f"causal_instance: True needs a causal call in a geometry with a causal instance "
                          f"({sorted(instances.SM90_CAUSAL_ONLY)} as (head_dim, consumers, block_keys)); this call is "
                          f"{'causal' if p.causal else 'not causal'} at {built}: pass None to let the call choose")
     causal_only = p.causal and has_causal if causal_instance is None else causal_instance
@@ -197,10 +205,10 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     h_kv = p.k_int8.shape[1]
     chosen = geometry_for(cta_k, width)
     if geometry is not None and geometry.block_keys != chosen.block_keys:
-        raise ValueError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
+        raise InputError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
     geometry = geometry or chosen
     if trace is not None and (tuple(trace.shape) != TRACE_SHAPE or trace.dtype != torch.int64):
-        raise ValueError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (ops_sm90.TRACE_SHAPE), "
+        raise InputError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (ops_sm90.TRACE_SHAPE), "
                          f"got {trace.dtype} {tuple(trace.shape)}")
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
