@@ -1,4 +1,4 @@
-"""Measure the card's ceilings, and the int8 GEMM with a row-major B for comparison (notes/bench.md).
+"""Measure the card's ceilings, and the int8 GEMM with a row-major B for comparison (it runs ~7.7x slower).
 
 Run on a GPU host from the repository root: ``python3 scripts/gpu_ceilings_check.py OUT.json``.
 """

@@ -198,7 +198,7 @@ def test_committed_inventory_is_intact_and_lists_the_research_blockers():
     drifted = [f"{r.path}: {r.status}" for r in checked if r.status != "ok"]
     assert checked and not drifted, (
         f"recorded artifacts drifted: {drifted}. If the change is intended, re-record each with "
-        "`sagelib inventory add PATH --kind KIND --command CMD --replace` (see notes/provenance.md)")
+        "`sagelib inventory add PATH --kind KIND --command CMD --replace` (see docs/design/records.md)")
     ids = {b.id for b in provenance.blockers()}
     assert {"production-binaries", "canonical-input-tensors", "p0-variant-patches"} <= ids
 

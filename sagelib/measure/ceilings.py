@@ -69,7 +69,7 @@ def measure_ceilings(device: torch.device, *, gemm_size: int = 8192, copy_bytes:
 
     def int8_gemm():
         # B column-major ("TN"), the layout cuBLASLt's fast int8 kernels take; a row-major B ran
-        # at 128 TOPS instead on an H200 (notes/bench.md), which is a layout penalty, not the card.
+        # at 128 TOPS instead on an H200 (971 column-major, 2026-11-29), a layout penalty, not the card.
         sets = [(_rand((m, k), torch.int8, device, g), _rand((n, k), torch.int8, device, g).t()) for _ in range(2)]
         return [lambda a=a, b=b: torch._int_mm(a, b) for a, b in sets], gemm_ops
 

@@ -3,7 +3,7 @@ warpgroups (EXPERIMENT_LOG, experiment sm90-role-split: proposed as seq 65, buil
 0.61-0.75x; the model's two assumptions, a cheap P hand-off and an unchanged softmax, both failed).
 
 Today every consumer warpgroup owns a whole chain per 128-key block: Q.K^T, the softmax, P.V and
-the fold into O. The trace at D=128 (notes/kernels.md) puts ~1090 of its ~2240 cycles in the softmax
+the fold into O. The trace at D=128 (docs/design/sm90-kernel.md, How to look inside) puts ~1090 of its ~2240 cycles in the softmax
 and most of the rest in waiting for its own wgmma and folding, while the other consumer's softmax
 runs. A third consumer does not fit at D=128 (``ownership``'s ``three_consumer_preset`` needs 222
 registers of 160), so the lever left is to take P.V and the fold off the softmax's chain:
