@@ -46,10 +46,12 @@ accumulation_sweep = [1024, 4096, 16384, 32768]
 import torch
 from IPython.display import Markdown, display
 
-from sagelib import contract, inputs as data
-from sagelib.studies import plots, contract_sweeps as studies
+from sagelib import contract
+from sagelib import inputs as data
 from sagelib.contract import invariants
 from sagelib.records.results import Results
+from sagelib.studies import contract_sweeps as studies
+from sagelib.studies import plots
 
 results = Results("00_contract", output_dir)
 shape = data.Shape(batch=batch, heads=heads, tokens=n_tokens, head_dim=head_dim)

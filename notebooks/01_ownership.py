@@ -41,11 +41,20 @@ step_study_heads = 4
 # %%
 from IPython.display import Markdown, display
 
-from sagelib.measure import recordings as bench_records, microbench, power
-from sagelib.studies import (block_phases, ownership, plots, softmax_beside, contract_sweeps as studies, sweep_records, tile_balance)
 from sagelib import inputs as data
-from sagelib.backends.kernels import ops_sm90
+from sagelib.backends.kernels import sm90
+from sagelib.measure import microbench, power
+from sagelib.measure import recordings as bench_records
 from sagelib.records.results import Results
+from sagelib.studies import (
+    block_phases,
+    ownership,
+    plots,
+    softmax_beside,
+    sweep_records,
+    tile_balance,
+)
+from sagelib.studies import contract_sweeps as studies
 
 results = Results("01_ownership", output_dir)
 architectures = ownership.CANDIDATES
@@ -465,7 +474,7 @@ chart_block_phases("sm90-three-consumers-d128-shared-scores-traces",
 # now with `measure` on an sm_90 GPU; otherwise the newest recording.
 
 # %%
-if measure and ops_sm90.unavailable_reason() is None:
+if measure and sm90.unavailable_reason() is None:
     import torch
 
     beside_runs, beside_note, beside_gpu = [softmax_beside.measure()], "measured now", torch.cuda.get_device_name()
@@ -619,9 +628,9 @@ def balance_problem(b, n, d, geometry):  # causal: non-causal tiles are equal an
     return tile_balance.Problem(b, heads, n, d, True, cta_q=geometry.cta_q, block_keys=geometry.block_keys)
 
 
-balance_problems = [balance_problem(b, n, d, ops_sm90.geometry_for(None, d))
+balance_problems = [balance_problem(b, n, d, sm90.geometry_for(None, d))
                     for b, n in ((2, 16384), (4, 8192), (1, 4096), (32, 1024)) for d in head_dims]
-balance_problems += [balance_problem(b, n, 128, ops_sm90.ROTATION_GEOMETRY) for b, n in ((2, 16384), (32, 1024))]
+balance_problems += [balance_problem(b, n, 128, sm90.ROTATION_GEOMETRY) for b, n in ((2, 16384), (32, 1024))]
 balance_rows = tile_balance.balance_table(balance_problems)
 results.add("tile scheduler balance (model)", balance_rows)
 schedules = [k for k in balance_rows[0] if k != "shape"]

@@ -42,10 +42,10 @@ map_head_dim = 128
 # %%
 from IPython.display import Markdown, display
 
-from sagelib.measure import recordings as bench_records
-from sagelib.studies import plots
 from sagelib.measure import parity
+from sagelib.measure import recordings as bench_records
 from sagelib.records.results import Results
+from sagelib.studies import plots
 
 results = Results("02_parity", output_dir)
 reason = parity.kernel_unavailable_reason(device)

@@ -53,10 +53,11 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from sagelib.measure import bench, recordings as bench_records, targets
-from sagelib.studies import bench_plots, quant_breakdown, short_call
+from sagelib.measure import bench, targets
+from sagelib.measure import recordings as bench_records
 from sagelib.measure.ceilings import format_ceilings, measure_ceilings
 from sagelib.records.results import Results
+from sagelib.studies import bench_plots, quant_breakdown, short_call
 
 results = Results("03_performance", output_dir)
 results_dir = bench_records.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root

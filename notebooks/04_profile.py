@@ -41,10 +41,11 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from sagelib.measure import recordings as bench_records, profiling
-from sagelib.studies import plots
 from sagelib.cuda import sass
+from sagelib.measure import profiling
+from sagelib.measure import recordings as bench_records
 from sagelib.records.results import Results
+from sagelib.studies import plots
 
 results = Results("04_profile", output_dir)
 tools = profiling.tools()

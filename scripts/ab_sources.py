@@ -4,8 +4,8 @@ Use it when the versions differ in code, not in a macro (for macros, SAGELIB_SM9
 scripts/sweep_sm90.py are simpler). A version is a folder that mirrors repository paths, e.g.
 build/ab/fast/kernels/quant_kv.cu. `snapshot` makes one from the working tree or a git revision:
 
-    python3 scripts/ab_sources.py snapshot build/ab/base --rev HEAD kernels/quant_kv.cu sagelib/backends/kernels/ops.py
-    python3 scripts/ab_sources.py snapshot build/ab/new kernels/quant_kv.cu sagelib/backends/kernels/ops.py
+    python3 scripts/ab_sources.py snapshot build/ab/base --rev HEAD kernels/quant_kv.cu sagelib/backends/kernels/quantizers.py
+    python3 scripts/ab_sources.py snapshot build/ab/new kernels/quant_kv.cu sagelib/backends/kernels/quantizers.py
 
 `run` (GPU host, repository root) copies each version's files over the working tree and runs the
 command once per version and round. Round r starts at version r (rotated), because whatever runs

@@ -23,10 +23,8 @@ from pathlib import Path
 import torch
 
 from sagelib import backends
-from sagelib.measure import bench
 from sagelib.commands.bench import CUDA_COOLDOWN_S
-from sagelib.measure import quant_bench
-
+from sagelib.measure import bench, quant_bench
 
 DEFAULT_BACKENDS = ("cuda-sm90", "cuda-sm90-k64", "cuda", "cuda-per-warp-fp16", "sage", "sdpa-flash", "sdpa-cudnn")
 

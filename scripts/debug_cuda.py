@@ -8,7 +8,7 @@ operands (so a quantizer bug and an attention bug show separately).
 import torch
 
 from sagelib import contract
-from sagelib.backends.kernels import ops
+from sagelib.backends.kernels import mma, operands, quantizers
 
 
 def show(name, ours, ref):
@@ -39,7 +39,7 @@ def quantizers():
             torch.manual_seed(0)
             q = torch.randn(1, 1, n, 128, device="cuda", dtype=torch.float16)
             k = (torch.randn(1, 1, n, 128, device="cuda") + 4 * torch.randn(1, 1, 1, 128, device="cuda")).half()
-            ours = ops.quantize_qk(q, k, preset=preset, granularity=gran)
+            ours = quantizers.quantize_qk(q, k, preset=preset, granularity=gran)
             ref = contract.quantize_qk(q, k, preset=preset, granularity=gran)
             print(f"quantize_qk {preset} {gran} N={n}")
             for name in ("km", "q_scale", "k_scale", "q_int8", "k_int8"):
@@ -47,7 +47,7 @@ def quantizers():
             print("  ours k_scale[:8]", ours.k_scale.flatten()[:8].tolist())
             print("  ref  k_scale[:8]", ref.k_scale.flatten()[:8].tolist())
             v = torch.randn(1, 1, n, 128, device="cuda", dtype=torch.float16)
-            ov, rv = ops.quantize_v(v, preset=preset), contract.quantize_v(v, preset=preset)
+            ov, rv = quantizers.quantize_v(v, preset=preset), contract.quantize_v(v, preset=preset)
             show("v_scale", ov.v_scale, rv.v_scale)
             show("v_fp8", ov.v_fp8, rv.v_fp8)
 
@@ -58,18 +58,18 @@ def attention_on_contract_operands():
         q, k, v = (torch.randn(1, 2, n, 128, device="cuda", dtype=torch.float16) for _ in range(3))
         qk = contract.quantize_qk(q, k, preset="sm89", granularity=gran)
         qv = contract.quantize_v(v, preset="sm89", pv_accum="fp32+fp32")
-        p = ops.PreparedAttention(
+        p = operands.PreparedAttention(
             q_int8=qk.q_int8, q_scale=qk.q_scale, k_int8=qk.k_int8, k_scale=qk.k_scale,
             km=qk.km[:, :, 0, :], v_fp8=qv.v_fp8, v_scale=qv.v_scale, q_hnd=q, n_q=n, n_kv=n, head_dim=128,
             layout="HND", dtype=q.dtype, granularity=gran, pv_accum="fp32+fp32", causal=causal,
             causal_alignment="bottom_right", sm_scale=128 ** -0.5)
-        out = ops.run_attention(p)
+        out = mma.run_attention(p)
         ref = contract.attention(q, k, v, preset="sm89", granularity=gran, causal=causal)
         err = ((out.double() - ref.double()).abs().sum() / ref.double().abs().sum()).item()
         rows = ((out.double() - ref.double()).abs().sum(-1) / ref.double().abs().sum(-1))[0, 0]
         bad = (rows > 0.05).nonzero().flatten()[:16].tolist()
         print(f"attention on contract operands {gran} N={n} causal={causal}: rel_l1 {err:.3e}; bad rows {bad}")
-        full = ops.attention(q, k, v, granularity=gran, causal=causal)
+        full = mma.attention(q, k, v, granularity=gran, causal=causal)
         err2 = ((full.double() - ref.double()).abs().sum() / ref.double().abs().sum()).item()
         print(f"  full cuda path rel_l1 {err2:.3e}")
 

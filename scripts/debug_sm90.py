@@ -16,7 +16,7 @@ import torch
 os.environ.setdefault("SAGELIB_SYNC_LAUNCHES", "1")
 
 from sagelib import contract  # noqa: E402
-from sagelib.backends.kernels import ops_sm90
+from sagelib.backends.kernels import sm90
 
 CASES = [  # (b, hq, hkv, nq, nkv, d, causal)
     (1, 1, 1, 128, 128, 128, False),
@@ -32,7 +32,7 @@ CASES = [  # (b, hq, hkv, nq, nkv, d, causal)
 
 
 def main() -> int:
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         print(reason)
         return 2
@@ -44,7 +44,7 @@ def main() -> int:
                                                                                         generator=g)).half()
         v = torch.randn(b, hkv, nkv, d, generator=g, device="cuda").half()
         t0 = time.time()
-        out = ops_sm90.attention(q, k, v, causal=causal)
+        out = sm90.attention(q, k, v, causal=causal)
         torch.cuda.synchronize()
         ms = (time.time() - t0) * 1e3
         ref = contract.attention(q, k, v, causal=causal, preset="sm90")

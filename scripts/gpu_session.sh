@@ -28,7 +28,7 @@ if has env; then
         python3 -c "
 import torch; from sagelib.cuda import ops; from sagelib import contract
 q,k,v=(torch.randn(1,2,200,128,device=\"cuda\",dtype=torch.float16) for _ in range(3))
-o=ops.attention(q,k,v); r=contract.attention(q,k,v,preset=\"sm89\")
+o=mma.attention(q,k,v); r=contract.attention(q,k,v,preset=\"sm89\")
 print(\"smoke rel_l1\", float((o.double()-r.double()).abs().sum()/r.double().abs().sum()))"'
 fi
 if has debug; then

@@ -32,9 +32,9 @@ from pathlib import Path
 
 import torch
 
-from sagelib.studies import softmax_beside
 from sagelib.cuda.build import define_options, load_function
 from sagelib.cuda.launch import I32, KernelLaunchError, launch
+from sagelib.studies import softmax_beside
 
 
 def print_beside(rows: list[dict]) -> None:
@@ -65,9 +65,9 @@ def main(argv=None) -> int:
         print("no CUDA GPU: nothing measured", file=sys.stderr)
         return 2
     if args.beside:
-        from sagelib.backends.kernels import ops_sm90
+        from sagelib.backends.kernels import sm90
 
-        reason = ops_sm90.unavailable_reason()
+        reason = sm90.unavailable_reason()
         if reason:
             print(f"--beside {reason}: nothing measured", file=sys.stderr)
             return 2

@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from sagelib.backends.kernels import ops
+from sagelib.backends.kernels import quantizers
 
 
 def main(argv=None) -> int:
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(2))
     k += 4 * torch.randn(1, 1, 1, d, device="cuda", dtype=torch.float16)
     for _ in range(args.launches):
-        ops._quantize_kv(k, v, preset="sm89", granularity="per_thread", flavour="triton", pv_accum="fp32+fp32",
+        quantizers.quantize_kv(k, v, preset="sm89", granularity="per_thread", flavour="triton", pv_accum="fp32+fp32",
                          layout="HND", do_k=True, do_v=True)
     torch.cuda.synchronize()
     return 0

@@ -18,19 +18,18 @@ import time
 
 import torch
 
-from sagelib.backends.kernels import ops_sm90
+from sagelib.backends.kernels import sm90
 from sagelib.cuda.build import define_options
-
 
 POINTS = ("start", "softmax done", "turn", "issued", "complete", "folded")
 
 
 def print_trace(p, options, run_options: dict) -> int:
     """Per block of warp 0 of each consumer warpgroup: cycles spent in each phase, and the overlap."""
-    trace = torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int64, device="cuda")
+    trace = torch.zeros(sm90.TRACE_SHAPE, dtype=torch.int64, device="cuda")
     for _ in range(2):  # the second launch is warm
         trace.zero_()
-        ops_sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace, **run_options)
+        sm90.run_attention(p, build_options=options + ("-DSM90_TRACE=1",), trace=trace, **run_options)
     torch.cuda.synchronize()
     t = trace.cpu()
     t0 = int(t[t > 0].min())
@@ -56,7 +55,7 @@ def print_tile_walk(t, t0: int) -> None:
     A tile is taken (its Q slot waited for, its index decoded) before the previous tile's
     epilogue when the kernel has a second Q slot, so "start" counts from the later of the
     take and the previous tile's end, and "epilogue" includes the next tile's take."""
-    rows = t[:, ops_sm90.TRACE_BLOCKS:]
+    rows = t[:, sm90.TRACE_BLOCKS:]
     print("tile walk, cycles; consumer: take | start to first scores | blocks | epilogue | tile end to tile end")
     for warp in (0, 4):
         print(f"consumer warpgroup {warp // 4}, warp 0:")
@@ -75,7 +74,7 @@ def print_tile_walk(t, t0: int) -> None:
                 print(f"  tile {i:2d} at {s[0] - t0:9d}  take {s[1] - s[0]:6d} | start {first - begin:5d} | "
                       f"blocks {s[3] - first:7d} | epilogue {s[4] - s[3]:5d} | period {period:7d}")
             stored = s[4]
-    producer = rows[ops_sm90.TRACE_PRODUCER]
+    producer = rows[sm90.TRACE_PRODUCER]
     print("producer: slot freed | Q issued | first K/V issued | last K/V issued (from the slot's release)")
     for i in range(producer.shape[0]):
         s = [int(x) for x in producer[i, :4]]
@@ -94,7 +93,7 @@ def main(argv=None) -> int:
     parser.add_argument("--define", action="append", default=[], help="a -D option for the kernel build")
     parser.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0's first tile")
     parser.add_argument("--cta-k", type=int, default=None,
-                        help="64: the three-consumer geometry (ops_sm90.geometry_for)")
+                        help="64: the three-consumer geometry (sm90.geometry_for)")
     parser.add_argument("--consumers", type=int, default=None,
                         help="build Sm90Geometry<consumers, cta_k> instead of the preset's (experiments)")
     parser.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")
@@ -105,12 +104,12 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     b, h, n, d = (int(x) for x in args.shape.split(":"))
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
-    p = ops_sm90.prepare(q, k, v, causal=args.causal, check_finite=False)
-    geometry = ops_sm90.Geometry(args.consumers, args.cta_k or 128) if args.consumers else None
+    p = sm90.prepare(q, k, v, causal=args.causal, check_finite=False)
+    geometry = sm90.Geometry(args.consumers, args.cta_k or 128) if args.consumers else None
     run_options = dict(cta_k=args.cta_k, geometry=geometry, stages=args.stages)
     if args.trace:
         return print_trace(p, options, run_options)
-    run = lambda: ops_sm90.run_attention(p, build_options=options, **run_options)  # noqa: E731
+    run = lambda: sm90.run_attention(p, build_options=options, **run_options)  # noqa: E731
     for _ in range(args.launches):
         run()
     torch.cuda.synchronize()

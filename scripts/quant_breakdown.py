@@ -18,9 +18,10 @@ import sys
 
 import torch
 
-from sagelib.measure import bench, recordings as bench_records
-from sagelib.studies import quant_breakdown
+from sagelib.measure import bench
+from sagelib.measure import recordings as bench_records
 from sagelib.records.datafile import utc_stamp
+from sagelib.studies import quant_breakdown
 
 
 def main(argv=None) -> int:

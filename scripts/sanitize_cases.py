@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from sagelib.backends.kernels import ops, ops_sm90
+from sagelib.backends.kernels import mma, quantizers, sm90
 
 CASES = [  # (n_q, n_kv, d, layout, h_q, h_kv, causal, alignment, granularity, pv_accum, dtype)
     (17, 17, 64, "HND", 2, 1, True, "bottom_right", "per_thread", "fp32+fp32", torch.float16),
@@ -26,15 +26,15 @@ def main() -> int:
         q = torch.randn(shape(hq, nq), device="cuda", dtype=dtype)
         k = torch.randn(shape(hkv, nkv), device="cuda", dtype=dtype)
         v = torch.randn(shape(hkv, nkv), device="cuda", dtype=dtype)
-        out, lse = ops.attention(q, k, v, causal=causal, layout=layout, granularity=gran, pv_accum=accum,
+        out, lse = mma.attention(q, k, v, causal=causal, layout=layout, granularity=gran, pv_accum=accum,
                                  causal_alignment=align, return_lse=True)
-        ops.quantize_qk(q, k, layout=layout, preset="sm90", granularity=gran)
-        ops.quantize_v(v, layout=layout, preset="sm90", pv_accum=accum)
+        quantizers.quantize_qk(q, k, layout=layout, preset="sm90", granularity=gran)
+        quantizers.quantize_v(v, layout=layout, preset="sm90", pv_accum=accum)
         torch.cuda.synchronize()
         finite = bool(torch.isfinite(out).all())
         bad += not finite
         print(f"case {nq}x{nkv} d{d} {layout} causal={causal}/{align}: {'ok' if finite else 'NON-FINITE'}")
-    if ops_sm90.unavailable_reason() is None:  # the Hopper kernel, both geometries: the same cases, plus a
+    if sm90.unavailable_reason() is None:  # the Hopper kernel, both geometries: the same cases, plus a
         sm90_cases = CASES + [  # persistent walk and fully blind tiles
             (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16),
             (400, 100, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", torch.float16)]
@@ -43,7 +43,7 @@ def main() -> int:
             shape = lambda h, n: (1, h, n, d) if layout == "HND" else (1, n, h, d)  # noqa: E731
             q, k, v = (torch.randn(shape(h, n), device="cuda", dtype=dtype)
                        for h, n in ((hq, nq), (hkv, nkv), (hkv, nkv)))
-            out, lse = ops_sm90.attention(q, k, v, causal=causal, layout=layout, granularity=gran,
+            out, lse = sm90.attention(q, k, v, causal=causal, layout=layout, granularity=gran,
                                           causal_alignment=align, return_lse=True, cta_k=cta_k)
             torch.cuda.synchronize()
             finite = bool(torch.isfinite(out).all())
@@ -51,7 +51,7 @@ def main() -> int:
             print(f"sm90 case {nq}x{nkv} d{d} {layout} h{hq}/{hkv} causal={causal}/{align} cta_k={cta_k}: "
                   f"{'ok' if finite else 'NON-FINITE'}")
     else:
-        print(f"sm90 cases not run: {ops_sm90.unavailable_reason()}")
+        print(f"sm90 cases not run: {sm90.unavailable_reason()}")
     return 1 if bad else 0
 
 

@@ -13,8 +13,8 @@ import statistics
 
 import torch
 
+from sagelib.backends.kernels import quantizers
 from sagelib.measure import bench
-from sagelib.backends.kernels import ops
 
 
 def main() -> int:
@@ -24,10 +24,10 @@ def main() -> int:
     args = parser.parse_args()
     b, h, n, d = (int(x) for x in args.shape.split(":"))
     sets = [tuple(torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(2)) for _ in range(3)]
-    default_lag = ops.kv_lag
+    default_lag = quantizers.kv_lag
 
     def run(k, v):
-        return ops._quantize_kv(k, v, preset="sm89", granularity="per_thread", flavour="triton",
+        return quantizers.quantize_kv(k, v, preset="sm89", granularity="per_thread", flavour="triton",
                                 pv_accum="fp32+fp32", layout="HND", do_k=True, do_v=True)
 
     reference = run(*sets[0])
@@ -35,14 +35,14 @@ def main() -> int:
     print(f"{'lag':>28}  {'median ms':>9}  {'TB/s':>5}  same bytes")
     for label, factor in (("items_per_head (minimum)", 0.0), ("+ grid/4", 0.25), ("+ grid/2", 0.5),
                           ("+ grid (default)", 1.0), ("+ 2 grid", 2.0)):
-        ops.kv_lag = lambda grid, per_head, f=factor: per_head + int(f * grid)  # noqa: E731
+        quantizers.kv_lag = lambda grid, per_head, f=factor: per_head + int(f * grid)  # noqa: E731
         out = run(*sets[0])
         same = all(torch.equal(getattr(out, f).view(torch.uint8), getattr(reference, f).view(torch.uint8))
                    for f in ("k_int8", "k_scale", "km", "v_fp8", "v_scale"))
         calls = [lambda k=k, v=v: run(k, v) for k, v in sets]
         ms = statistics.median(bench.time_calls(calls, torch.device("cuda"), bench.TimingConfig(reps=args.reps)))
         print(f"{label:>28}  {ms:9.3f}  {moved / ms / 1e9:5.2f}  {same}")
-    ops.kv_lag = default_lag
+    quantizers.kv_lag = default_lag
     return 0
 
 

@@ -9,7 +9,7 @@ the same prepared (already quantized) inputs, median of CUDA-event timings, chec
 bit-for-bit or within the parity tolerance against the default build. --build-only
 compiles every variant into the kernel cache (no GPU needed), so a GPU host with a
 carried cache spends its time measuring. --cta-k 64 sweeps the three-consumer geometry
-(ops_sm90.geometry_for), with its own ring depths. --schedule NAME="-DMACRO=V ..." adds a
+(sm90.geometry_for), with its own ring depths. --schedule NAME="-DMACRO=V ..." adds a
 build variant for this run without editing SCHEDULES, e.g.
     python3 scripts/sweep_sm90.py --schedule "one Q slot=-DSM90_Q_SLOTS=1" --variants "default,one Q slot" --rounds 5
 --sustain S runs each variant back to back for S seconds from idle instead, while nvidia-smi samples
@@ -81,15 +81,15 @@ def variants(d: int, ablate: bool = False, only: tuple[str, ...] = (), cta_k: in
 
 def build_all(only: tuple[str, ...] = (), cta_k: int | None = None,
               schedules: dict[str, tuple[str, ...]] = SCHEDULES) -> None:
+    from sagelib.backends.kernels.sm90 import ARCH, check_stages, geometry_for
     from sagelib.cuda import instances
     from sagelib.cuda.build import BuildRequest, compile_cubin
-    from sagelib.backends.kernels.ops_sm90 import ARCH, check_stages, geometry_for
 
     for d in (64, 128):
         g = geometry_for(cta_k, d)
         for name, stages, options in [*variants(d, only=only, cta_k=cta_k, schedules=schedules),
                                       *(() if only else variants(d, ablate=True, cta_k=cta_k))]:
-            # the causal-only instance too where the geometry has one: causal shapes run it (ops_sm90.kernel_instance)
+            # the causal-only instance too where the geometry has one: causal shapes run it (sm90.kernel_instance)
             for instance in instances.attn_sm90_built(d, check_stages(d, stages, g), g.consumers, g.block_keys):
                 built = compile_cubin(BuildRequest("attn_sm90.cu", (instance,), ARCH, tuple(options)))
                 print(f"d{d} {name} stages={stages} {instance}: {'cached' if built.from_cache else 'compiled'}")
@@ -139,9 +139,9 @@ def main(argv=None) -> int:
         return 0
     import torch
 
-    from sagelib.backends.kernels import ops_sm90
+    from sagelib.backends.kernels import sm90
 
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         print(reason, file=sys.stderr)
         return 2
@@ -156,15 +156,15 @@ def main(argv=None) -> int:
         tuple(int(x) for x in s.split(":")[:4]) + (s.endswith(":causal"),) for s in args.shapes.split(",")]
     for b, h, n, d, causal in shapes:
         q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
-        p = ops_sm90.prepare(q, k, v, causal=causal, check_finite=False)
+        p = sm90.prepare(q, k, v, causal=causal, check_finite=False)
         ops = 4 * b * h * n * n * d / (2 if causal else 1)
         cta_k = args.cta_k
-        geometry = ops_sm90.geometry_for(cta_k, d)
-        reference = ops_sm90.run_attention(p, cta_k=cta_k)
+        geometry = sm90.geometry_for(cta_k, d)
+        reference = sm90.run_attention(p, cta_k=cta_k)
         builds = list(variants(d, args.ablate, only, cta_k, schedules))
         checks, times, sustained = [], {name: [] for name, _, _ in builds}, {name: [] for name, _, _ in builds}
         for name, stages, options in builds:
-            out = ops_sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
+            out = sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
             diff = float((out.double() - reference.double()).abs().sum() / reference.double().abs().sum())
             checks.append((diff, bool(torch.equal(out, reference))))
         for r in range(args.rounds):  # each round starts one variant later: no build always runs first
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
                 name, stages, options = builds[(i + r) % len(builds)]
 
                 def call(stages=stages, options=options):
-                    return ops_sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
+                    return sm90.run_attention(p, stages=stages, build_options=options, cta_k=cta_k)
 
                 if args.sustain:
                     summary, _ = power.sustain(call, args.sustain, idle_s=args.idle_s)
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
             ms = statistics.median(times[name])
             base = base or ms
             row = {"shape": f"B{b} H{h} N{n} D{d}{' causal' if causal else ''}{f' cta_k {cta_k}' if cta_k else ''}",
-                   "variant": name, "stages": stages or ops_sm90.check_stages(d, None, geometry), "ms": ms,
+                   "variant": name, "stages": stages or sm90.check_stages(d, None, geometry), "ms": ms,
                    "tops": ops / ms / 1e9,
                    "rel_l1_to_default": diff, "bit_identical_to_default": identical, "round_ms": times[name]}
             if sustained[name]:
@@ -198,9 +198,10 @@ def main(argv=None) -> int:
             print(f"{row['shape']:<34} {name:<22} {row['stages']:>6} {ms:8.3f} {row['tops']:7.1f} "
                   f"{base / ms:10.3f} {check}{spread}", flush=True)
     if args.out:
-        from sagelib.measure import bench, recordings as bench_records
-        from sagelib.studies import sweep_records
+        from sagelib.measure import bench
+        from sagelib.measure import recordings as bench_records
         from sagelib.records.datafile import utc_stamp
+        from sagelib.studies import sweep_records
 
         created = utc_stamp()
         document, nonfinite = bench_records.finite_only(

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from sagelib import backends, contract
+from sagelib import backends, contract, errors
 
 
 def test_reference_backend_is_the_contract():
@@ -39,5 +39,5 @@ def test_gpu_backends_refuse_clearly_without_a_gpu():
             continue
         reason = backends.availability()[name]
         assert reason, f"{name} claims to be usable on a machine without a GPU"
-        with pytest.raises(ValueError, match=rf"backend: '{name}' cannot run on this machine"):
+        with pytest.raises(errors.KernelUnavailable, match=rf"backend: '{name}' cannot run on this machine"):
             backends.get(name)

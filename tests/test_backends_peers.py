@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sagelib import backends
+from sagelib import backends, errors
 from sagelib.backends.sage import SageBackend
 from sagelib.backends.sdpa import SdpaBackend
 
@@ -26,7 +26,7 @@ def test_reasons_without_a_gpu_name_the_fix():
     assert "needs a CUDA GPU" in backends.get("sdpa-cudnn", require_available=False).unavailable_reason()
     reason = SageBackend().unavailable_reason()
     assert "pip install sageattention==1.0.6" in reason
-    with pytest.raises(ValueError, match="cannot run on this machine"):
+    with pytest.raises(errors.KernelUnavailable, match="cannot run on this machine"):
         backends.get("sdpa-flash")
 
 

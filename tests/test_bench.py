@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from sagelib.measure import bench
 from sagelib.backends import Backend
+from sagelib.measure import bench
 from sagelib.measure.bench import Shape, TimingConfig
 
 CPU = torch.device("cpu")
@@ -368,12 +368,17 @@ def test_ceilings_are_measured_or_say_why_not():
     (["--dtype", "fp8"], "--dtype: expected one of fp16, bf16"),
     (["--device", "tpu"], "--device: expected cuda or cpu"),
     (["--cooldown-s", "-2"], "--cooldown-s: expected 0 or more seconds, got -2.0"),
-    (["--device", "cpu", "--backends", "sdpa-flash"], "'sdpa-flash' cannot run on this machine"),
 ])
 def test_cli_errors_are_one_line_exit_2(sagelib_cli, argv, message):
     code, out, err = sagelib_cli("bench", *argv)
     assert code == 2
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_backend_this_machine_cannot_run_is_one_line_exit_3(sagelib_cli):
+    code, out, err = sagelib_cli("bench", "--device", "cpu", "--backends", "sdpa-flash")
+    assert code == 3, "a backend the machine lacks is not a usage error"
+    assert "'sdpa-flash' cannot run on this machine" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message for a machine without a GPU")
@@ -384,7 +389,7 @@ def test_cli_without_gpu_says_so(sagelib_cli):
 
 def test_cli_sage_missing_names_the_install(sagelib_cli):
     code, _, err = sagelib_cli("bench", "--backends", "sage", "--device", "cpu")
-    assert code == 2 and "pip install sageattention==1.0.6" in err
+    assert code == 3 and "pip install sageattention==1.0.6" in err
 
 
 def test_cli_cpu_smoke_run_writes_valid_json(sagelib_cli, tmp_path):

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from sagelib.measure import bench, recordings as bench_records
+from sagelib.measure import bench
+from sagelib.measure import recordings as bench_records
 
 
 def test_curve_plan_keeps_tokens_fixed():

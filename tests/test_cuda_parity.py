@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from sagelib import contract
-from sagelib.backends.kernels import ops
+from sagelib.backends.kernels import mma, operands, quantizers
+from sagelib.contract.quantize import n_q_groups
 from sagelib.measure import parity
 from sagelib.measure.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 
@@ -39,7 +40,7 @@ def test_quantize_qk_is_bit_exact(preset, gran, dtype, layout, n, d):
     seed = _seed()
     q, k, _ = _inputs(2, 4, 2, n, n + 5, d, dtype, layout, seed)
     k_before = k.clone()
-    ours = ops.quantize_qk(q, k, layout=layout, preset=preset, granularity=gran)
+    ours = quantizers.quantize_qk(q, k, layout=layout, preset=preset, granularity=gran)
     ref = contract.quantize_qk(q, k, layout=layout, preset=preset, granularity=gran)
     msg = f"seed={seed}"
     assert torch.equal(k, k_before), "k was modified in place"
@@ -58,7 +59,7 @@ def test_quantize_qk_flavours_and_no_smoothing(flavour, smooth_k):
     seed = _seed()
     q, k, _ = _inputs(1, 2, 2, 333, 333, 128, torch.float16, "HND", seed)
     kw = dict(preset="sm89", granularity="per_thread", flavour=flavour, smooth_k=smooth_k)
-    ours, ref = ops.quantize_qk(q, k, **kw), contract.quantize_qk(q, k, **kw)
+    ours, ref = quantizers.quantize_qk(q, k, **kw), contract.quantize_qk(q, k, **kw)
     assert (ours.km is None) == (ref.km is None)
     for name in ("q_int8", "q_scale", "k_int8", "k_scale"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), f"{name} differs (seed={seed})"
@@ -79,7 +80,7 @@ V_CASES = [
 def test_quantize_v_is_bit_exact(preset, accum, dtype, layout, n, d):
     seed = _seed()
     _, _, v = _inputs(2, 2, 3, 1, n, d, dtype, layout, seed)
-    ours = ops.quantize_v(v, layout=layout, preset=preset, pv_accum=accum)
+    ours = quantizers.quantize_v(v, layout=layout, preset=preset, pv_accum=accum)
     ref = contract.quantize_v(v, layout=layout, preset=preset, pv_accum=accum)
     assert ours.v_fp8.shape == ref.v_fp8.shape
     assert torch.equal(ours.v_scale, ref.v_scale), f"v_scale differs (seed={seed})"
@@ -103,9 +104,9 @@ FUSED_KV_CASES = [
 def test_fused_kv_quantization_is_bit_exact(b, h, n, d, dtype, layout, gran):
     seed = _seed()
     q, k, v = _inputs(b, h, h, 64, n, d, dtype, layout, seed)
-    p = ops.prepare(q, k, v, layout=layout, granularity=gran)
-    ref_qk = contract.quantize_qk(q, k, layout=layout, preset=ops.ATTN_PRESET, granularity=gran)
-    ref_v = contract.quantize_v(v, layout=layout, preset=ops.ATTN_PRESET, pv_accum="fp32+fp32")
+    p = mma.prepare(q, k, v, layout=layout, granularity=gran)
+    ref_qk = contract.quantize_qk(q, k, layout=layout, preset=mma.ATTN_PRESET, granularity=gran)
+    ref_v = contract.quantize_v(v, layout=layout, preset=mma.ATTN_PRESET, pv_accum="fp32+fp32")
     msg = f"seed={seed}"
     ref_k = ref_qk.k_int8 if layout == "HND" else ref_qk.k_int8.transpose(1, 2)
     assert torch.equal(p.k_int8[..., :d], ref_k), f"k_int8 differs in {int((p.k_int8[..., :d] != ref_k).sum())} ({msg})"
@@ -126,8 +127,8 @@ def test_q_blocks_of_64_and_128_tokens_give_the_same_bits(n, d, dtype, preset, g
     tile divides 64, so nothing may move."""
     seed = _seed()
     q, _, _ = _inputs(2, 3, 3, n, 64, d, dtype, "HND", seed)
-    geometry, groups = ops.q_geometry(preset, gran), ops.n_q_groups(n, preset, gran)
-    ref, got = (ops._quantize_int8(q, geometry, groups, flavour, "HND", rows=rows) for rows in (128, 64))
+    geometry, groups = operands.q_geometry(preset, gran), n_q_groups(n, preset, gran)
+    ref, got = (quantizers.quantize_int8(q, geometry, groups, flavour, "HND", rows=rows) for rows in (128, 64))
     assert torch.equal(ref[0], got[0]) and torch.equal(ref[1], got[1]), f"seed={seed}"
 
 
@@ -135,7 +136,7 @@ def test_q_block_rows_are_checked():
     q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
                                          r"\(128\), got 64"):
-        ops._quantize_int8(q, ops.k_geometry("sm90", "per_thread"), 1, "cuda", "HND", rows=64)
+        quantizers.quantize_int8(q, operands.k_geometry("sm90", "per_thread"), 1, "cuda", "HND", rows=64)
 
 
 # Non-finite input (the contract refuses it; check_finite=False, which CUDA graph capture needs,
@@ -143,14 +144,14 @@ def test_q_block_rows_are_checked():
 # the bug they guard against hung the GPU rather than failing.
 _INFINITE_V_CHILD = """
 import sys, torch
-from sagelib.cuda import ops
+from sagelib.backends.kernels import mma, operands, quantizers
 bad = float(sys.argv[1])
 torch.manual_seed(0)
 q, k, v = (torch.randn(1, 2, 1000, 128, device="cuda", dtype=torch.float16) for _ in range(3))
-ref = ops.prepare(q, k, v, check_finite=False)
+ref = mma.prepare(q, k, v, check_finite=False)
 v[0, 1, 37, 5] = bad
-got = ops.prepare(q, k, v, check_finite=False)
-only_v = ops.quantize_v(v, preset="sm89", check_finite=False)
+got = mma.prepare(q, k, v, check_finite=False)
+only_v = quantizers.quantize_v(v, preset="sm89", check_finite=False)
 torch.cuda.synchronize()
 head0 = lambda t: t[0, 0].view(torch.uint8) if t.dtype == torch.float8_e4m3fn else t[0, 0]
 same = all(torch.equal(head0(getattr(got, f)), head0(getattr(ref, f))) for f in ("v_fp8", "v_scale", "k_int8", "km"))
@@ -161,10 +162,10 @@ print("head 0 unchanged:", same, "| v_scale of the channel:", got.v_scale[0, 1, 
 _NONFINITE_ATTENTION_CHILD = """
 import sys, torch
 from sagelib import backends
-from sagelib.cuda import ops, ops_sm90
-runs = {"cuda": ops.attention}
+from sagelib.backends.kernels import sm90, mma, operands, quantizers
+runs = {"cuda": mma.attention}
 if backends.get("cuda-sm90", require_available=False).unavailable_reason() is None:
-    runs["cuda-sm90"] = ops_sm90.attention
+    runs["cuda-sm90"] = sm90.attention
 torch.manual_seed(0)
 for d in (64, 128):
     clean = [torch.randn(2, 2, 300, d, device="cuda", dtype=torch.float16) for _ in range(3)]
@@ -241,7 +242,7 @@ ATTN_CASES = [
 def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, accum):
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    check = parity.check_attention(ops.attention, q, k, v, causal=causal, layout=layout,
+    check = parity.check_attention(mma.attention, q, k, v, causal=causal, layout=layout,
                                    preset="sm89", granularity=gran,
                                    pv_accum=accum, causal_alignment=align)
     print(f"[parity] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran}: {check}")
@@ -314,21 +315,21 @@ def test_error_maps_have_block_shapes():
 def test_cpu_tensors_are_refused_with_the_fix():
     q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="q: expected a CUDA tensor"):
-        ops.attention(q, q, q)
+        mma.attention(q, q, q)
 
 
 def test_wrong_preset_and_options_are_refused():
     q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="preset"):
-        ops.attention(q, q, q, preset="sm90")
+        mma.attention(q, q, q, preset="sm90")
     with pytest.raises(ValueError, match="options"):
-        ops.attention(q, q, q, exact=True)
+        mma.attention(q, q, q, exact=True)
 
 
 def test_contract_checks_come_first():
     q = torch.randn(1, 2, 8, 64, dtype=torch.float32)
     with pytest.raises(ValueError, match="q: expected dtype"):
-        ops.attention(q, q, q)
+        mma.attention(q, q, q)
     big = torch.randn(1, 2, 8, 192, dtype=torch.float16)
     with pytest.raises(ValueError, match="head_dim"):
-        ops.quantize_qk(big, big)
+        quantizers.quantize_qk(big, big)

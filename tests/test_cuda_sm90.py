@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from sagelib import contract
+from sagelib.backends.kernels import sm90
 from sagelib.contract import presets as P
-from sagelib.backends.kernels import ops_sm90
 from sagelib.measure import parity
 from sagelib.measure.parity import ATTN_REL_L1, ERROR_SLACK, LSE_ABS
 
@@ -23,7 +23,7 @@ gpu = pytest.mark.gpu
 
 
 def _needs_sm90():
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         pytest.skip(reason)
 
@@ -40,7 +40,7 @@ def test_v_operand_is_the_contract_v_permuted_in_16s(n, d, dtype, layout):
     _needs_sm90()
     seed = _seed()
     q, k, v = _inputs(2, 4, 2, 64, n, d, dtype, layout, seed)
-    p = ops_sm90.prepare(q, k, v, layout=layout)
+    p = sm90.prepare(q, k, v, layout=layout)
     ref = contract.quantize_v(v, layout=layout, preset="sm90", pv_accum="fp32+fp32")
     assert p.v_fp8.shape[-1] % 128 == 0 and p.v_fp8.shape[-1] == ref.v_fp8.shape[-1]
     expected = parity.sm89_permuted(ref.v_fp8)
@@ -90,7 +90,7 @@ def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, cau
     _needs_sm90()
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    check = parity.check_attention(ops_sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90",
+    check = parity.check_attention(sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90",
                                    granularity=gran, pv_accum="fp32+fp32", causal_alignment=align, cta_k=cta_k)
     print(f"[parity sm90 cta_k {cta_k}] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} "
           f"{gran}: {check}")
@@ -103,8 +103,8 @@ def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, cau
 def test_every_ring_depth_gives_the_same_bits(stages, cta_k, d):
     _needs_sm90()
     q, k, v = _inputs(1, 4, 4, 700, 1500, d, torch.float16, "HND", _seed())
-    p = ops_sm90.prepare(q, k, v, causal=True)
-    assert torch.equal(ops_sm90.run_attention(p, stages=stages, cta_k=cta_k), ops_sm90.run_attention(p, cta_k=cta_k))
+    p = sm90.prepare(q, k, v, causal=True)
+    assert torch.equal(sm90.run_attention(p, stages=stages, cta_k=cta_k), sm90.run_attention(p, cta_k=cta_k))
 
 
 @gpu
@@ -118,10 +118,10 @@ def test_three_consumers_at_d64_give_the_two_consumer_bits(nq, nkv, causal, alig
     _needs_sm90()
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, 64, torch.float16, "HND", seed)
-    p = ops_sm90.prepare(q, k, v, causal=causal, causal_alignment=align, granularity=gran)
-    assert ops_sm90.geometry_for(None, 64) == ops_sm90.PRESET_D64_GEOMETRY
-    three = ops_sm90.run_attention(p, return_lse=True)
-    two = ops_sm90.run_attention(p, return_lse=True, geometry=ops_sm90.PRESET_GEOMETRY)
+    p = sm90.prepare(q, k, v, causal=causal, causal_alignment=align, granularity=gran)
+    assert sm90.geometry_for(None, 64) == sm90.PRESET_D64_GEOMETRY
+    three = sm90.run_attention(p, return_lse=True)
+    two = sm90.run_attention(p, return_lse=True, geometry=sm90.PRESET_GEOMETRY)
     assert torch.equal(three[0], two[0]) and torch.equal(three[1], two[1]), f"seed={seed}"
 
 
@@ -132,7 +132,7 @@ def test_persistent_grid_covers_more_tiles_than_sms():
     seed = _seed()
     q, k, v = _inputs(2, 20, 4, 1100, 1100, 64, torch.float16, "HND", seed)  # 9 x 20 x 2 = 360 tiles
     for causal in (False, True):
-        out = ops_sm90.attention(q, k, v, causal=causal)
+        out = sm90.attention(q, k, v, causal=causal)
         ref = contract.attention(q, k, v, causal=causal, preset="sm90")
         assert _rel_l1(out, ref) <= ATTN_REL_L1, f"causal={causal} seed={seed}"
 
@@ -145,7 +145,7 @@ def test_canonical_accuracy_is_the_contract_sm90_accuracy():
 
     q, k, v = _inputs(1, 8, 8, 4096, 4096, 128, torch.float16, "HND", 0)
     exact = contract.reference_attention(q, k, v)
-    ours = metrics.compare(ops_sm90.attention(q, k, v), exact)
+    ours = metrics.compare(sm90.attention(q, k, v), exact)
     ref = metrics.compare(contract.attention(q, k, v, preset="sm90"), exact)
     print(f"[accuracy sm90] ours {ours} contract {ref}")
     assert ours.cosine >= ref.cosine - 1e-5
@@ -166,7 +166,7 @@ def test_backend_runs_and_kernel_only_matches():
     q, k, v = _inputs(1, 4, 4, 300, 300, 64, torch.float16, "HND", _seed())
     out = k64.attention(q, k, v, causal=True)
     assert torch.equal(out, k64.kernel_only(q, k, v, causal=True)())
-    assert torch.equal(out, ops_sm90.attention(q, k, v, causal=True, cta_k=64))
+    assert torch.equal(out, sm90.attention(q, k, v, causal=True, cta_k=64))
 
 
 @gpu
@@ -184,32 +184,32 @@ def test_parity_sweep_rows_pass_on_the_hopper_kernel(backend):
 
 
 def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
-    assert ops_sm90.geometry_for(None) == ops_sm90.geometry_for(128) == ops_sm90.PRESET_GEOMETRY
-    d64 = ops_sm90.geometry_for(None, head_dim=64)  # the preset at head_dim 64: three consumers, 128-key steps
-    assert d64 == ops_sm90.PRESET_D64_GEOMETRY
+    assert sm90.geometry_for(None) == sm90.geometry_for(128) == sm90.PRESET_GEOMETRY
+    d64 = sm90.geometry_for(None, head_dim=64)  # the preset at head_dim 64: three consumers, 128-key steps
+    assert d64 == sm90.PRESET_D64_GEOMETRY
     assert (d64.consumers, d64.block_keys, d64.threads, d64.cta_q) == (3, 128, 512, 192)
-    assert ops_sm90.check_stages(64, None) == 6
+    assert sm90.check_stages(64, None) == 6
     # Q tiles, ring stages, channel scales, 12 warps' output staging, 16 mbarriers, tile indices, the decode's
     # five divisors, alignment slack
-    assert ops_sm90.shared_memory_bytes(64, 6) == (2 * 192 * 64 + 6 * 2 * 128 * 64 + 2 * 64 * 4 + 12 * 16 * (128 + 16)
+    assert sm90.shared_memory_bytes(64, 6) == (2 * 192 * 64 + 6 * 2 * 128 * 64 + 2 * 64 * 4 + 12 * 16 * (128 + 16)
                                                    + 8 * 16 + 8 + 5 * 12 + 1024)
     with pytest.raises(ValueError,
                        match=r"geometry: Geometry\(consumers=2, block_keys=64\) is not built at head_dim 64"):
-        ops_sm90.check_stages(64, None, ops_sm90.Geometry(2, 64))
-    k64 = ops_sm90.geometry_for(64)
+        sm90.check_stages(64, None, sm90.Geometry(2, 64))
+    k64 = sm90.geometry_for(64)
     assert (k64.consumers, k64.block_keys, k64.threads, k64.cta_q) == (3, 64, 512, 192)
     with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for None .* or 64 keys, got 32"):
-        ops_sm90.geometry_for(32)
+        sm90.geometry_for(32)
     q = torch.randn(1, 2, 8, 96, dtype=torch.float16)  # refused before anything is quantized (or moved to a GPU)
     with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for"):
-        ops_sm90.attention(q, q, q, cta_k=96)
+        sm90.attention(q, q, q, cta_k=96)
     # two Q tiles of 192 rows, 8 stages of 64-key K and V^T, two slots' channel scales, 12 warps' output
     # staging, 20 mbarriers, two tile indices, the decode's five divisors, alignment slack
-    assert ops_sm90.shared_memory_bytes(64, 8, k64) == (2 * 192 * 64 + 8 * 2 * 64 * 64 + 2 * 64 * 4
+    assert sm90.shared_memory_bytes(64, 8, k64) == (2 * 192 * 64 + 8 * 2 * 64 * 64 + 2 * 64 * 4
                                                         + 12 * 16 * (128 + 16) + 8 * 20 + 8 + 5 * 12 + 1024)
-    assert ops_sm90.check_stages(64, None, k64) == 8 and ops_sm90.check_stages(128, None, k64) == 6
+    assert sm90.check_stages(64, None, k64) == 8 and sm90.check_stages(128, None, k64) == 6
     with pytest.raises(ValueError, match="stages: expected an int in 2..21 at head_dim 64"):
-        ops_sm90.check_stages(64, 40, k64)
+        sm90.check_stages(64, 40, k64)
 
 
 def test_parity_rows_name_the_kernel_and_its_mode():
@@ -231,35 +231,35 @@ def test_sm89_permutation_moves_every_16_tokens():
 def test_shared_memory_budget_and_stage_checks():
     # two Q tiles, 4 stages of K and V^T, two slots' channel scales, 8 warps' output staging (16 rows of
     # 256 + 16 bytes), 12 mbarriers, two tile indices, the decode's five divisors, alignment slack
-    assert ops_sm90.shared_memory_bytes(128, 4) == (2 * 128 * 128 + 4 * 2 * 128 * 128 + 2 * 128 * 4
+    assert sm90.shared_memory_bytes(128, 4) == (2 * 128 * 128 + 4 * 2 * 128 * 128 + 2 * 128 * 4
                                                     + 8 * 16 * (256 + 16) + 8 * 12 + 8 + 5 * 12 + 1024)
-    assert ops_sm90.check_stages(64, None) >= 2
+    assert sm90.check_stages(64, None) >= 2
     for bad in (1, 7, "3"):
         with pytest.raises(ValueError, match="stages: expected an int in 2..4 at head_dim 128"):
-            ops_sm90.check_stages(128, bad)
+            sm90.check_stages(128, bad)
 
 
 def test_environment_options_are_macro_words_only(monkeypatch):
-    monkeypatch.delenv(ops_sm90.OPTIONS_ENV, raising=False)
-    assert ops_sm90.environment_options() == ()
-    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, " -DSM90_Q_IN_REGISTERS=1  -USM90_TRACE ")
-    assert ops_sm90.environment_options() == ("-DSM90_Q_IN_REGISTERS=1", "-USM90_TRACE")
-    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, "-DSM90_Q_IN_REGISTERS=1 --use_fast_math")
+    monkeypatch.delenv(sm90.OPTIONS_ENV, raising=False)
+    assert sm90.environment_options() == ()
+    monkeypatch.setenv(sm90.OPTIONS_ENV, " -DSM90_Q_IN_REGISTERS=1  -USM90_TRACE ")
+    assert sm90.environment_options() == ("-DSM90_Q_IN_REGISTERS=1", "-USM90_TRACE")
+    monkeypatch.setenv(sm90.OPTIONS_ENV, "-DSM90_Q_IN_REGISTERS=1 --use_fast_math")
     with pytest.raises(ValueError, match=r"SAGELIB_SM90_OPTIONS: expected -DNAME\[=VALUE\] or -UNAME words, "
                                          r"got \['--use_fast_math'\]"):
-        ops_sm90.environment_options()
+        sm90.environment_options()
 
 
 def test_bad_input_is_refused_with_the_fix():
     q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match="preset: the sm_90a kernel's geometry is the 'sm90' preset"):
-        ops_sm90.attention(q, q, q, preset="sm89")
+        sm90.attention(q, q, q, preset="sm89")
     with pytest.raises(ValueError, match="options"):
-        ops_sm90.attention(q, q, q, exact=True)
+        sm90.attention(q, q, q, exact=True)
     with pytest.raises(ValueError, match="q: expected a CUDA tensor"):
-        ops_sm90.attention(q, q, q)
+        sm90.attention(q, q, q)
     with pytest.raises(ValueError, match="q: expected dtype"):
-        ops_sm90.attention(q.float(), q.float(), q.float())
+        sm90.attention(q.float(), q.float(), q.float())
 
 
 def test_a_trace_buffer_of_the_wrong_shape_is_refused_before_launch():
@@ -268,22 +268,22 @@ def test_a_trace_buffer_of_the_wrong_shape_is_refused_before_launch():
                                k_int8=torch.zeros(1, 2, 8, 128, dtype=torch.int8))
     old_shape = torch.zeros(8, 64, 6, dtype=torch.int64)  # the layout before the tile rows
     with pytest.raises(ValueError, match=r"trace: expected an int64 tensor of shape \(9, 96, 6\)"):
-        ops_sm90.run_attention(prepared, trace=old_shape)
+        sm90.run_attention(prepared, trace=old_shape)
     with pytest.raises(ValueError, match="got torch.int32"):
-        ops_sm90.run_attention(prepared, trace=torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int32))
+        sm90.run_attention(prepared, trace=torch.zeros(sm90.TRACE_SHAPE, dtype=torch.int32))
 
 
 def test_unavailable_reason_names_the_alternative(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 9))
-    assert "use the 'cuda' backend" in ops_sm90.unavailable_reason()
+    assert "use the 'cuda' backend" in sm90.unavailable_reason()
 
 
 def test_both_kernels_read_the_same_flag_bits():
-    """ops.kernel_flags builds one `flags` argument for attn_mma.cu and attn_sm90.cu: their bits must agree."""
+    """operands.kernel_flags builds one `flags` argument for attn_mma.cu and attn_sm90.cu: their bits must agree."""
     import re
 
-    from sagelib.backends.kernels import ops
+    from sagelib.backends.kernels import operands
     from sagelib.cuda.build import INCLUDE_DIR, KERNELS_DIR
 
     def defines(path, prefix):
@@ -291,8 +291,8 @@ def test_both_kernels_read_the_same_flag_bits():
 
     mma = defines(KERNELS_DIR / "attn_mma.cu", "ATTN_")
     sm90 = defines(INCLUDE_DIR / "attn_sm90" / "mainloop.cuh", "SM90_")
-    for name, value in (("CAUSAL", ops.ATTN_CAUSAL), ("PER_THREAD", ops.ATTN_PER_THREAD),
-                        ("OUT_BF16", ops.ATTN_OUT_BF16)):
+    for name, value in (("CAUSAL", operands.ATTN_CAUSAL), ("PER_THREAD", operands.ATTN_PER_THREAD),
+                        ("OUT_BF16", operands.ATTN_OUT_BF16)):
         assert mma[name] == sm90[name] == value, name
 
 
@@ -349,15 +349,15 @@ def test_a_causal_call_takes_the_causal_instance_where_one_is_built():
     def call(head_dim, causal):
         return SimpleNamespace(q_int8=torch.empty(1, 1, 1, head_dim), causal=causal)
 
-    d64, d128 = ops_sm90.geometry_for(None, 64), ops_sm90.geometry_for(None, 128)
-    assert ops_sm90.kernel_instance(call(64, True), 6, d64) == "attn_sm90_kernel<64, 6, 3, 128, true>"
-    assert ops_sm90.kernel_instance(call(64, False), 6, d64) == "attn_sm90_kernel<64, 6, 3, 128, false>"
+    d64, d128 = sm90.geometry_for(None, 64), sm90.geometry_for(None, 128)
+    assert sm90.kernel_instance(call(64, True), 6, d64) == "attn_sm90_kernel<64, 6, 3, 128, true>"
+    assert sm90.kernel_instance(call(64, False), 6, d64) == "attn_sm90_kernel<64, 6, 3, 128, false>"
     # 128-row tiles on 128-key blocks: every warpgroup sees the tile's blocks, so there is no causal instance
-    assert ops_sm90.kernel_instance(call(128, True), 4, d128) == "attn_sm90_kernel<128, 4, 2, 128, false>"
-    assert ops_sm90.kernel_instance(call(64, True), 6, d64, causal_instance=False).endswith("false>")
+    assert sm90.kernel_instance(call(128, True), 4, d128) == "attn_sm90_kernel<128, 4, 2, 128, false>"
+    assert sm90.kernel_instance(call(64, True), 6, d64, causal_instance=False).endswith("false>")
     for head_dim, causal, geometry in ((64, False, d64), (128, True, d128)):
         with pytest.raises(ValueError, match="causal_instance: True needs a causal call in a geometry with a causal"):
-            ops_sm90.kernel_instance(call(head_dim, causal), 6, geometry, causal_instance=True)
+            sm90.kernel_instance(call(head_dim, causal), 6, geometry, causal_instance=True)
     # what the launcher can pick is what `sagelib kernels check` compiles and `kernels build` caches
     built = instances.INSTANCES["attn_sm90.cu"]
     assert "attn_sm90_kernel<64, 6, 3, 128, true>" in built and "attn_sm90_kernel<64, 6, 3, 128, false>" in built

@@ -6,7 +6,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from sagelib.records.datafile import UTC_FORMAT, DataFileError, canonical_json, repo_relative, sha256_file, utc_stamp
+from sagelib.records.datafile import (
+    UTC_FORMAT,
+    DataFileError,
+    canonical_json,
+    repo_relative,
+    sha256_file,
+    utc_stamp,
+)
 
 
 def test_error_message_names_file_line_and_fix():

@@ -2,7 +2,8 @@
 
 import json
 
-from sagelib.records import ledger, log_view as ledger_render
+from sagelib.records import ledger
+from sagelib.records import log_view as ledger_render
 
 
 def record_fields(**extra):

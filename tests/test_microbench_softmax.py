@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from sagelib.backends.kernels import sm90
 from sagelib.studies import softmax_beside
-from sagelib.backends.kernels import ops_sm90
 
 
 def test_the_recording_has_a_row_per_kind_in_order():
@@ -32,7 +32,7 @@ def test_measure_refuses_a_step_count_below_one(iters):
 
 @pytest.mark.gpu
 def test_beside_rows_count_the_other_warpgroups_batches():
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         pytest.skip(reason)
     rows = softmax_beside.measure(iters=50)
@@ -74,7 +74,7 @@ def test_measure_refuses_other_softmax_warpgroup_counts(warpgroups):
 
 @pytest.mark.gpu
 def test_two_softmax_warpgroups_beside_the_batches():
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         pytest.skip(reason)
     rows = softmax_beside.measure(iters=50, softmax_warpgroups=2)

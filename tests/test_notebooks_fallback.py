@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from sagelib.measure import bench, recordings as bench_records
+from sagelib.measure import bench
+from sagelib.measure import recordings as bench_records
 from sagelib.run import runner
 
 

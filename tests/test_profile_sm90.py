@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sagelib.backends.kernels import ops_sm90
+from sagelib.backends.kernels import sm90
 
 _PATH = Path(__file__).resolve().parents[1] / "scripts" / "profile_sm90.py"
 _spec = importlib.util.spec_from_file_location("profile_sm90", _PATH)
@@ -17,9 +17,9 @@ _spec.loader.exec_module(profile)
 def _walk(capsys, tiles: list[list[int]]) -> list[str]:
     """The tile lines print_tile_walk prints for consumer warpgroup 0, warp 0 walking ``tiles`` (each tile's
     trace.cuh points: wait, taken, first scores, blocks done, stored)."""
-    trace = torch.zeros(ops_sm90.TRACE_SHAPE, dtype=torch.int64)
+    trace = torch.zeros(sm90.TRACE_SHAPE, dtype=torch.int64)
     for i, points in enumerate(tiles):
-        trace[0, ops_sm90.TRACE_BLOCKS + i, :5] = torch.tensor(points)
+        trace[0, sm90.TRACE_BLOCKS + i, :5] = torch.tensor(points)
     profile.print_tile_walk(trace, 1000)
     lines = capsys.readouterr().out.splitlines()
     first = lines.index("consumer warpgroup 0, warp 0:")

@@ -125,10 +125,10 @@ def test_profile_cli_errors_exit_2(sagelib_cli, argv, message, monkeypatch):
     assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_profile_cli_missing_ncu_exit_2(sagelib_cli, monkeypatch):
+def test_profile_cli_missing_ncu_exit_3(sagelib_cli, monkeypatch):
     monkeypatch.setattr(profiling.toolkit, "find", lambda name: None)
     code, _, err = sagelib_cli("profile", "ncu", "--backend", "reference", "--shape", "1:1:64:64")
-    assert code == 2 and "ncu not found on PATH" in err
+    assert code == 3 and "ncu not found on PATH" in err
 
 
 def test_profile_tools_lists_each_tool(sagelib_cli):

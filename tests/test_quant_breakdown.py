@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from sagelib import backends
+from sagelib.backends.kernels import sm90
 from sagelib.studies import quant_breakdown
-from sagelib.backends.kernels import ops_sm90
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quant_breakdown.py"
 
@@ -71,7 +71,7 @@ def test_the_newest_recording_is_read_and_another_schema_refused(tmp_path):
 
 
 def test_without_an_sm90_gpu_the_reason_is_given():
-    if ops_sm90.unavailable_reason() is None:
+    if sm90.unavailable_reason() is None:
         pytest.skip("this machine has an sm_90 GPU")
     backend = backends.get("cuda-sm90", require_available=False)
     assert quant_breakdown.unavailable_reason() == backend.unavailable_reason()
@@ -106,7 +106,7 @@ def test_the_script_refuses_bad_arguments(argv, message, capsys):
 
 @pytest.mark.gpu
 def test_the_script_times_every_pass_and_writes_its_rows(tmp_path):
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         pytest.skip(reason)
     out = tmp_path / "breakdown.json"

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from sagelib.measure import bench, targets
 from sagelib import cli
+from sagelib.measure import bench, targets
 
 
 def _record(backend, mode, spec, causal, tops):

@@ -55,13 +55,13 @@ def test_unknown_schedule_is_refused_with_the_choices():
 
 
 def test_the_three_consumer_geometry_counts_its_own_rows_and_keys():
-    from sagelib.backends.kernels import ops_sm90
+    from sagelib.backends.kernels import sm90
 
-    g = ops_sm90.ROTATION_GEOMETRY
+    g = sm90.ROTATION_GEOMETRY
     p = tb.Problem(1, 1, 1000, 64, True, cta_q=g.cta_q, block_keys=g.block_keys)  # 192 rows, 64 keys
     assert p.q_blocks == 6 and p.key_blocks == 16
     # causal: tile q sees keys up to row 192 (q + 1) - 1, i.e. 3 (q + 1) blocks of 64, at most 16
     assert [tb.tile_cost(p, q, overhead=0) for q in range(p.q_blocks)] == [3, 6, 9, 12, 15, 16]
     preset = tb.Problem(1, 1, 1000, 64, True)
-    assert preset.cta_q == ops_sm90.PRESET_GEOMETRY.cta_q and preset.block_keys == ops_sm90.PRESET_GEOMETRY.block_keys
+    assert preset.cta_q == sm90.PRESET_GEOMETRY.cta_q and preset.block_keys == sm90.PRESET_GEOMETRY.block_keys
     assert [tb.tile_cost(preset, q, overhead=0) for q in range(preset.q_blocks)] == [1, 2, 3, 4, 5, 6, 7, 8]

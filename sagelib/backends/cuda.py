@@ -51,17 +51,17 @@ class CudaBackend(Backend):
         return None
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
-        from sagelib.backends.kernels import ops
+        from sagelib.backends.kernels import mma
 
-        return ops.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
+        return mma.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
                              pv_accum=self.pv_accum, return_lse=return_lse, check_finite=self.check_finite)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
-        from sagelib.backends.kernels import ops
+        from sagelib.backends.kernels import mma
 
-        prepared = ops.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+        prepared = mma.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                granularity=self.granularity, pv_accum=self.pv_accum, check_finite=self.check_finite)
-        return lambda: ops.run_attention(prepared)
+        return lambda: mma.run_attention(prepared)
 
 
 class CudaPerWarpFp16(CudaBackend):
@@ -79,7 +79,7 @@ class CudaSm90Backend(CudaBackend):
     name = "cuda-sm90"
 
     #: The contract's traversal block the kernel computes (None: the preset's 128 keys); with the head dim it
-    #: picks the kernel's geometry (ops_sm90.geometry_for).
+    #: picks the kernel's geometry (sm90.geometry_for).
     cta_k: int | None = None
 
     def __init__(self, granularity: str = "per_thread", check_finite: bool = False):
@@ -90,23 +90,23 @@ class CudaSm90Backend(CudaBackend):
         reason = super().unavailable_reason()
         if reason is not None:
             return reason
-        from sagelib.backends.kernels import ops_sm90
+        from sagelib.backends.kernels import sm90
 
-        return ops_sm90.unavailable_reason()
+        return sm90.unavailable_reason()
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
-        from sagelib.backends.kernels import ops_sm90
+        from sagelib.backends.kernels import sm90
 
-        return ops_sm90.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+        return sm90.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                   granularity=self.granularity, return_lse=return_lse, check_finite=self.check_finite,
                                   cta_k=self.cta_k)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
-        from sagelib.backends.kernels import ops_sm90
+        from sagelib.backends.kernels import sm90
 
-        prepared = ops_sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+        prepared = sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                     granularity=self.granularity, check_finite=self.check_finite)
-        return lambda: ops_sm90.run_attention(prepared, cta_k=self.cta_k)
+        return lambda: sm90.run_attention(prepared, cta_k=self.cta_k)
 
 
 class CudaSm90Rotation(CudaSm90Backend):

@@ -16,7 +16,7 @@ import shlex
 import sys
 
 from sagelib.commands.args import output_file
-from sagelib.errors import UsageError
+from sagelib.errors import KernelUnavailable, UsageError
 
 #: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
 #: too). On the H200 a D64 case timed right after a D128 one read 3-5% slow end to end, with a 5-6% IQR, at 0 s;
@@ -111,7 +111,7 @@ def _plan(args):
     for name in names:
         reason = registry.get(name, require_available=False).unavailable_reason()
         if reason is not None:
-            raise UsageError(f"--backends: {name!r} cannot run on this machine: {reason}")
+            raise KernelUnavailable(f"--backends: {name!r} cannot run on this machine: {reason}")
         if args.device == "cpu" and name != "reference":
             raise UsageError(f"--backends: {name!r} needs --device cuda; on the CPU only 'reference' runs")
     return SweepPlan(backends=list(dict.fromkeys(names)), shapes=shapes, causal=causal, dtype=args.dtype,

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from sagelib.commands.args import output_file
-from sagelib.errors import UsageError
+from sagelib.errors import KernelUnavailable, UsageError
 
 
 def _target_arguments(parser, required: bool = True) -> None:
@@ -93,7 +93,7 @@ def _validated_target(args):
         raise UsageError(f"--causal: one call is profiled, so give no or yes, not {args.causal!r}")
     reason = backends.get(args.backend, require_available=False).unavailable_reason()
     if reason is not None:
-        raise UsageError(f"--backend: {args.backend!r} cannot run on this machine: {reason}")
+        raise KernelUnavailable(f"--backend: {args.backend!r} cannot run on this machine: {reason}")
     return causal[0]
 
 
@@ -138,7 +138,7 @@ def cmd_ncu(args) -> int:
     _check_outputs(args, "--out", "--log")
     status = profiling.tool_status("ncu")
     if not status.available:
-        raise UsageError(f"ncu: {status.reason}")
+        raise KernelUnavailable(f"ncu: {status.reason}")
     log = args.log or (str(Path(args.out).with_suffix(".csv")) if args.out else tempfile.mktemp(suffix=".csv"))
     report = profiling.ncu_profile(_program(args, causal), log_file=log, kernel_regex=args.kernel,
                                    launch_count=args.launch_count)
@@ -177,7 +177,7 @@ def cmd_sanitize(args) -> int:
     _check_outputs(args, "--out")
     status = profiling.tool_status("compute-sanitizer")
     if not status.available:
-        raise UsageError(f"compute-sanitizer: {status.reason}")
+        raise KernelUnavailable(f"compute-sanitizer: {status.reason}")
     report = profiling.sanitize(_program(args, causal), args.tool)
     verdict = "clean" if report.clean else f"NOT clean: {report.reason}"
     print(f"compute-sanitizer {args.tool} on {args.backend} {args.shape}: {verdict}")
@@ -221,7 +221,7 @@ def cmd_stalls(args) -> int:
         causal = _validated_target(args)
         status = profiling.tool_status("ncu")
         if not status.available:
-            raise UsageError(f"ncu: {status.reason}")
+            raise KernelUnavailable(f"ncu: {status.reason}")
         argv = ncu_source.source_argv(status.path, _program(args, causal), kernel_regex=args.kernel)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, cwd=profiling.REPO_ROOT,

@@ -118,9 +118,9 @@ def kernel_unavailable_reason(device, backend: str = "cuda") -> str | None:
 
 
 def _qk_bit_exact(q, k, layout, preset, granularity) -> bool:
-    from sagelib.backends.kernels import ops
+    from sagelib.backends.kernels import quantizers
 
-    ours = ops.quantize_qk(q, k, layout=layout, preset=preset, granularity=granularity)
+    ours = quantizers.quantize_qk(q, k, layout=layout, preset=preset, granularity=granularity)
     ref = contract.quantize_qk(q, k, layout=layout, preset=preset, granularity=granularity)
     return all(torch.equal(getattr(ours, n), getattr(ref, n)) for n in ("q_int8", "q_scale", "k_int8", "k_scale", "km"))
 
@@ -136,24 +136,24 @@ def sm89_permuted(v_fp8: torch.Tensor) -> torch.Tensor:
 
 
 def _v_bit_exact(q, k, v, case: ParityCase, backend: str, pv_accum: str) -> bool:
-    from sagelib.backends.kernels import ops, ops_sm90
+    from sagelib.backends.kernels import quantizers, sm90
 
     if backend in SM90_BACKENDS:  # the operand the Hopper kernel reads: sm90 V, permuted like sm89
-        ours = ops_sm90.prepare(q, k, v, layout=case.layout, granularity=case.granularity)
+        ours = sm90.prepare(q, k, v, layout=case.layout, granularity=case.granularity)
         ref = contract.quantize_v(v, layout=case.layout, preset="sm90", pv_accum=pv_accum)
         d = case.head_dim
         return torch.equal(ours.v_scale[..., :d], ref.v_scale) and torch.equal(
             ours.v_fp8[:, :, :d].view(torch.uint8), sm89_permuted(ref.v_fp8))
-    ours = ops.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=pv_accum)
+    ours = quantizers.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=pv_accum)
     ref = contract.quantize_v(v, layout=case.layout, preset="sm89", pv_accum=pv_accum)
     return torch.equal(ours.v_scale, ref.v_scale) and torch.equal(ours.v_fp8.view(torch.uint8),
                                                                  ref.v_fp8.view(torch.uint8))
 
 
 def _kernel_attention(backend: str):
-    from sagelib.backends.kernels import ops, ops_sm90
+    from sagelib.backends.kernels import mma, sm90
 
-    return ops_sm90.attention if backend in SM90_BACKENDS else ops.attention
+    return sm90.attention if backend in SM90_BACKENDS else mma.attention
 
 
 def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: str = "cuda") -> dict:
@@ -234,9 +234,9 @@ def score_error_blocks(q, k, *, layout="HND", granularity="per_thread", use_kern
     """
     quantize = contract.quantize_qk
     if use_kernel:
-        from sagelib.backends.kernels import ops
+        from sagelib.backends.kernels import quantizers
 
-        quantize = ops.quantize_qk
+        quantize = quantizers.quantize_qk
     qk = quantize(q, k, layout=layout, preset="sm89", granularity=granularity)
     to_hnd = (lambda x: x) if layout == "HND" else (lambda x: x.transpose(1, 2))
     qh, kh, km = to_hnd(q)[0, 0].double(), to_hnd(k)[0, 0].double(), to_hnd(qk.km)[0, 0].double()
@@ -298,9 +298,9 @@ def error_report(case: ParityCase, device, seed: int = 0, block_q: int = 128, bl
               "contract_vs_float64": output_error_blocks(ref, exact, layout=case.layout, block_q=block_q),
               "kernel_runs": kernel_runs}
     if kernel_runs:
-        from sagelib.backends.kernels import ops
+        from sagelib.backends.kernels import mma
 
-        out = ops.attention(q, k, v, **kw)
+        out = mma.attention(q, k, v, **kw)
         report["kernel_vs_float64"] = output_error_blocks(out, exact, layout=case.layout, block_q=block_q)
         report["kernel_vs_contract"] = output_error_blocks(out, ref, layout=case.layout, block_q=block_q)
     return report

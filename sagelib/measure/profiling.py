@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sagelib import paths
 from sagelib.cuda import toolkit
-from sagelib.errors import InputError
+from sagelib.errors import InputError, KernelUnavailable
 
 REPO_ROOT = paths.REPO_ROOT
 
@@ -125,7 +125,7 @@ def launch_once(backend_name: str, shape_spec: str, *, causal: bool, dtype: str,
 
     shape = parse_shape(shape_spec)
     if not torch.cuda.is_available():
-        raise InputError("profile launch: needs a CUDA GPU and torch sees none; run it on a GPU host")
+        raise KernelUnavailable("profile launch: needs a CUDA GPU and torch sees none; run it on a GPU host")
     backend = backends.get(backend_name)
     device = torch.device("cuda")
     q, k, v = random_inputs(shape, parse_dtype(dtype), device, layout, seed=0)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from sagelib.backends.kernels import ops
+from sagelib.backends.kernels import mma, operands, quantizers
+from sagelib.contract.quantize import n_k_groups, n_q_groups
 from sagelib.measure import bench
 from sagelib.measure import recordings as bench_records
 from sagelib.records.datafile import utc_stamp
@@ -50,8 +51,8 @@ def quantizer_rows(shape: tuple[int, int, int, int]) -> list[dict]:
     elems = b * h * n * d
     g = "per_thread"
     n_pad = -(-n // 64) * 64
-    q_scales = 4 * ops.n_q_groups(n, "sm89", g) * b * h
-    k_scales = 4 * ops.n_k_groups(n, "sm89", g) * b * h
+    q_scales = 4 * n_q_groups(n, "sm89", g) * b * h
+    k_scales = 4 * n_k_groups(n, "sm89", g) * b * h
     rows = []
 
     def add(name, fn, read, write):
@@ -61,15 +62,15 @@ def quantizer_rows(shape: tuple[int, int, int, int]) -> list[dict]:
                      "tb_s": (read + write) / (ms * 1e-3) / 1e12, "gpu_ms": gpu,
                      "gpu_tb_s": (read + write) / (gpu * 1e-3) / 1e12 if gpu else None})
 
-    qh = ops._prepared(q, d)
-    add("Q -> int8 (quant_qk)", lambda: ops._quantize_int8(qh, ops.q_geometry("sm89", g),
-                                                             ops.n_q_groups(n, "sm89", g), "triton", "HND"),
+    qh = operands.kernel_operand(q, d)
+    add("Q -> int8 (quant_qk)", lambda: quantizers.quantize_int8(qh, operands.q_geometry("sm89", g),
+                                                             n_q_groups(n, "sm89", g), "triton", "HND"),
         2 * elems, elems + q_scales)
     add("K smooth+int8, V e4m3 (quant_kv)",
-        lambda: ops._quantize_kv(k, v, preset="sm89", granularity=g, flavour="triton", pv_accum="fp32+fp32",
+        lambda: quantizers.quantize_kv(k, v, preset="sm89", granularity=g, flavour="triton", pv_accum="fp32+fp32",
                                  layout="HND", do_k=True, do_v=True),
         4 * elems, elems + k_scales + b * h * d * n_pad + 2 * b * h * d + 4 * b * h * d)
-    add("all quantization (prepare)", lambda: ops.prepare(q, k, v, check_finite=False), 6 * elems,
+    add("all quantization (prepare)", lambda: mma.prepare(q, k, v, check_finite=False), 6 * elems,
         2 * elems + q_scales + k_scales + b * h * d * n_pad + 6 * b * h * d)
     return rows
 

@@ -23,6 +23,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from sagelib.contract.quantize import n_q_groups
 from sagelib.errors import InputError
 
 SCHEMA = "sagelib.quant_breakdown/1"
@@ -119,22 +120,22 @@ def unavailable_reason() -> str | None:
 def pass_calls(q, k, v) -> dict:
     """One closure per call of :data:`PASSES` on one fp16 HND input set (sm90 preset, per_thread)."""
     from sagelib import backends
-    from sagelib.backends.kernels import ops
+    from sagelib.backends.kernels import operands, quantizers
 
     gran, preset = "per_thread", "sm90"
-    flavour = ops._flavour(None, preset, gran)
-    width = ops._kernel_head_dim(q.shape[-1])
-    qh, kh, vh = (ops._prepared(x, width) for x in (q, k, v))
-    n_groups = ops.n_q_groups(q.shape[2], preset, gran)
+    flavour = operands.resolve_flavour(None, preset, gran)
+    width = operands.kernel_head_dim(q.shape[-1])
+    qh, kh, vh = (operands.kernel_operand(x, width) for x in (q, k, v))
+    n_groups = n_q_groups(q.shape[2], preset, gran)
 
     def kv(do_k, do_v):
-        return lambda: ops._quantize_kv(kh, vh, preset=preset, granularity=gran, flavour=flavour,
+        return lambda: quantizers.quantize_kv(kh, vh, preset=preset, granularity=gran, flavour=flavour,
                                         pv_accum="fp32+fp32", layout="HND", do_k=do_k, do_v=do_v, permute_v=True)
 
     cudnn, sm90 = backends.get("sdpa-cudnn"), backends.get("cuda-sm90")
     return {"cudnn": lambda: cudnn.attention(q, k, v), "call": lambda: sm90.attention(q, k, v),
             "kernel": sm90.kernel_only(q, k, v),
-            "q": lambda: ops._quantize_int8(qh, ops.q_geometry(preset, gran), n_groups, flavour, "HND"),
+            "q": lambda: quantizers.quantize_int8(qh, operands.q_geometry(preset, gran), n_groups, flavour, "HND"),
             "k": kv(True, False), "v": kv(False, True), "kv": kv(True, True)}
 
 

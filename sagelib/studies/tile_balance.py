@@ -38,8 +38,8 @@ class Problem:
     seq: int
     head_dim: int
     causal: bool
-    cta_q: int = CTA_Q  #: query rows per tile (ops_sm90.Geometry.cta_q)
-    block_keys: int = BLOCK_KEYS  #: keys per block (ops_sm90.Geometry.block_keys)
+    cta_q: int = CTA_Q  #: query rows per tile (sm90.Geometry.cta_q)
+    block_keys: int = BLOCK_KEYS  #: keys per block (sm90.Geometry.block_keys)
 
     @property
     def q_blocks(self) -> int:

@@ -28,17 +28,17 @@ from dataclasses import dataclass
 
 import torch
 
-from sagelib.backends.kernels.ops import (
+from sagelib.backends.kernels.operands import (
     KernelTarget,
     PreparedAttention,
-    _sm_count,
     causal_shift,
     checked_options,
     finish_outputs,
     kernel_flags,
     output_buffers,
-    prepare_for,
+    sm_count,
 )
+from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function, macro_options
@@ -208,7 +208,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
         raise InputError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
     geometry = geometry or chosen
     if trace is not None and (tuple(trace.shape) != TRACE_SHAPE or trace.dtype != torch.int64):
-        raise InputError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (ops_sm90.TRACE_SHAPE), "
+        raise InputError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (sm90.TRACE_SHAPE), "
                          f"got {trace.dtype} {tuple(trace.shape)}")
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
@@ -218,7 +218,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     options = (*environment_options(), *build_options)
     fn = load_function("attn_sm90.cu", kernel_instance(p, stages, geometry, causal_instance), ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
-    launch(fn, (min(tiles, _sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
+    launch(fn, (min(tiles, sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
            (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd,
             *(int(s) for s in out_hnd.stride()[:3]), lse,
             I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),

@@ -1,0 +1,73 @@
+"""The portable attention kernel (``kernels/attn_mma.cu``, mma.sync) as a torch function.
+
+:func:`attention` is the twin of :func:`sagelib.contract.attention` under the sm89 preset; :func:`prepare`
+and :func:`run_attention` split it into quantization and the kernel alone (for kernel-only timing).
+"""
+
+from __future__ import annotations
+
+from sagelib.backends.kernels.operands import (
+    KernelTarget,
+    PreparedAttention,
+    causal_shift,
+    checked_options,
+    finish_outputs,
+    hnd_strides,
+    kernel_flags,
+    output_buffers,
+)
+from sagelib.backends.kernels.quantizers import prepare_for
+from sagelib.contract import presets as P
+from sagelib.cuda import instances
+from sagelib.cuda.build import load_function
+from sagelib.cuda.launch import F32, I32, launch
+
+ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
+
+
+#: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
+ATTN_PRESET = "sm89"
+
+
+ATTN_PV_ACCUM = ("fp32+fp32", "fp32+fp16")
+
+
+def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="per_thread",
+            pv_accum="fp32+fp32", flavour=None, smooth_k=True, causal_alignment="bottom_right",
+            check_finite=True) -> PreparedAttention:
+    """Validate and quantize (stages 1, 2, 5) for :func:`run_attention`."""
+    return prepare_for(MMA_TARGET, q, k, v, causal=causal,
+                       sm_scale=sm_scale, layout=layout, granularity=granularity, pv_accum=pv_accum, flavour=flavour,
+                       smooth_k=smooth_k, causal_alignment=causal_alignment, check_finite=check_finite)
+
+
+MMA_TARGET = KernelTarget(ATTN_PRESET, ATTN_PV_ACCUM, "the mma.sync kernel")
+
+
+def run_attention(p: PreparedAttention, return_lse: bool = False, build_options: tuple[str, ...] = ()):
+    """Stages 3-7: the mma.sync kernel (kernels/attn_mma.cu) on prepared operands.
+
+    ``build_options`` are extra NVRTC macro options for experiments, e.g.
+    ``("-DATTN_NATIVE_E4M3_PV",)`` builds P.V with e4m3 mma.sync on sm_90 too.
+    """
+    b, h_q, n_q, width = p.q_int8.shape
+    h_kv = p.k_int8.shape[1]
+    out, out_hnd, lse = output_buffers(p, return_lse)
+    flags, shift = kernel_flags(p), causal_shift(p)
+    fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"), options=build_options)
+    launch(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1),
+           (p.q_int8, *hnd_strides(p.q_int8), p.k_int8, *hnd_strides(p.k_int8), p.v_fp8, p.q_scale, p.k_scale,
+            p.v_scale, out_hnd, *hnd_strides(out_hnd), lse, I32(n_q), I32(p.n_kv), I32(p.v_fp8.shape[-1]),
+            I32(h_q), I32(h_kv), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]), I32(flags), I32(shift),
+            F32(p.sm_scale * P.LOG2E)),
+           shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
+    return finish_outputs(p, out, lse)
+
+
+def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm89", granularity="per_thread",
+              pv_accum="fp32+fp32", return_lse=False, **options):
+    """Our kernels behind :func:`sagelib.contract.attention`'s call (preset must be 'sm89')."""
+    options = checked_options(MMA_TARGET, preset, options)
+    prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
+                       pv_accum=pv_accum, **options)
+    return run_attention(prepared, return_lse=return_lse)

@@ -1,0 +1,231 @@
+"""The quantizers (``kernels/quant_qk.cu``, ``kernels/quant_kv.cu``) as torch functions with the contract's signatures.
+
+:func:`quantize_qk` is the twin of :func:`sagelib.contract.quantize_qk`, :func:`quantize_v` of
+:func:`sagelib.contract.quantize_v`; :func:`prepare_for` runs stages 1, 2 and 5 the way an attention
+kernel reads them. Inputs are validated with the contract's own checks. Nothing is modified in place;
+head dims other than 64 and 128 are zero-padded on the way in (exact) and sliced on the way out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sagelib.backends.kernels.operands import (
+    ATTN_GRANULARITIES,
+    GroupGeometry,
+    KernelTarget,
+    PreparedAttention,
+    empty_like_layout,
+    hnd_strides,
+    k_geometry,
+    kernel_head_dim,
+    kernel_operand,
+    preset_of,
+    q_geometry,
+    require_cuda,
+    resolve_flavour,
+    slice_head_dim,
+    sm_count,
+)
+from sagelib.contract import presets as P
+from sagelib.contract.fp8 import QuantizedV
+from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
+from sagelib.contract.validate import (
+    check_layout,
+    check_qk,
+    check_qkv,
+    check_tensor,
+    default_sm_scale,
+    to_hnd,
+)
+from sagelib.cuda import instances
+from sagelib.cuda.build import load_function
+from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
+from sagelib.errors import InputError
+
+QUANT_ROWS = 128
+
+
+QUANT_Q_ROWS = instances.QUANT_QK_DEFAULT_ROWS  # kernels/quant_qk.cu's QUANT_QK_ROWS
+
+
+def quant_threads(width: int, rows: int = QUANT_ROWS) -> int:
+    """Threads per quantizer block of ``rows`` tokens: rows * head_dim / 32 (one 16-byte chunk of 4 rows each;
+    kernels/include/quant_int8.cuh's QuadLayout)."""
+    return rows * width // 32
+
+
+def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str,
+                   rows: int | None = None):
+    """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu.
+
+    ``rows``: tokens per block, 64 (the kernel's default, log seq 174) or 128; None picks 64 unless the group tile
+    needs 128 (K without smoothing under the sm90 preset)."""
+    rows = rows or (QUANT_Q_ROWS if QUANT_Q_ROWS % geometry.tile == 0 else QUANT_ROWS)
+    if rows not in (QUANT_ROWS, QUANT_Q_ROWS) or rows % geometry.tile:
+        raise InputError(f"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
+                         f"({geometry.tile}), got {rows!r}")
+    b, h, n, d = x_hnd.shape
+    out, out_hnd = empty_like_layout((b, h, n, d), torch.int8, layout, x_hnd.device)
+    scale = torch.empty((b, h, n_groups), dtype=torch.float32, device=x_hnd.device)
+    fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"),
+                       options=instances.quant_int8_options(rows))
+    # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
+    launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (quant_threads(d, rows), 1, 1),
+           (x_hnd, *hnd_strides(x_hnd), out_hnd, *hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
+            *geometry.args()), name="quant_int8_kernel")
+    return out, scale
+
+
+@dataclass
+class KVQuantized:
+    k_int8: torch.Tensor | None  #: caller's layout, padded head dim
+    k_scale: torch.Tensor | None
+    km: torch.Tensor | None  #: [B, H, D] in k's dtype
+    v_fp8: torch.Tensor | None  #: [B, H, D, N_pad] e4m3
+    v_scale: torch.Tensor | None  #: [B, H, D]
+
+
+def quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
+                 do_k: bool, do_v: bool, permute_v: bool | None = None) -> KVQuantized:
+    """K smoothing + INT8 K and/or e4m3 V in one persistent launch (kernels/quant_kv.cu).
+
+    ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
+    permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
+    """
+    x = k_hnd if k_hnd is not None else v_hnd
+    b, h, n, d = x.shape
+    dev = x.device
+    g = preset_of(preset)
+    cta_k = g.cta_k
+    n_pad = -(-n // cta_k) * cta_k
+    k_int8 = k_scale = km = v_fp8 = v_scale = None
+    k_args = (None, 0, 0, 0)
+    kq_args = (None, 0, 0, 0)
+    geometry, k_groups = GroupGeometry(1, 1, 1, 1), 1
+    if do_k:
+        geometry, k_groups = k_geometry(preset, granularity), n_k_groups(n, preset, granularity)
+        k_int8, kq_hnd = empty_like_layout((b, h, n, d), torch.int8, layout, dev)
+        k_scale = torch.empty((b, h, k_groups), dtype=torch.float32, device=dev)
+        km = torch.empty((b, h, d), dtype=x.dtype, device=dev)
+        k_args = (k_hnd, *hnd_strides(k_hnd))
+        kq_args = (kq_hnd, *hnd_strides(kq_hnd))
+    v_args = (None, 0, 0, 0)
+    if do_v:
+        v_fp8 = torch.empty((b, h, d, n_pad), dtype=torch.float8_e4m3fn, device=dev)
+        v_scale = torch.empty((b, h, d), dtype=torch.float32, device=dev)
+        v_args = (v_hnd, *hnd_strides(v_hnd))
+    # Workspace, zeroed by one memset: [ticket, head_done[B*H]] int32, then per channel
+    # k_sum fp64, v_amax u32, and the finalized head's km and V multiplier words (u32).
+    n_ints = 1 + b * h
+    ints_bytes = -(-4 * n_ints // 8) * 8
+    bhd = b * h * d
+    workspace = torch.zeros(ints_bytes + 8 * bhd + 3 * 4 * bhd, dtype=torch.uint8, device=dev)
+    ints = workspace[:4 * n_ints].view(torch.int32)
+    k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
+    v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
+    fn = load_function("quant_kv.cu", instances.quant_kv(d, x.dtype == torch.bfloat16, flavour == "cuda"))
+    items_per_head = -(-n // QUANT_ROWS)
+    n_items = items_per_head * b * h
+    threads = quant_threads(d)
+    resident = max(1, max_active_blocks(fn, threads)) * sm_count(dev)
+    grid = min(2 * n_items, resident)
+    lag = kv_lag(grid, items_per_head)
+    launch(fn, (grid, 1, 1), (threads, 1, 1),
+           (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
+            F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
+            I32(int(g.permute_v if permute_v is None else permute_v)), ints, k_sum, v_amax, km_word, vmult_word,
+            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
+    return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
+
+
+def kv_lag(grid: int, items_per_head: int) -> int:
+    """Tickets between a stats item and the apply item of the same tokens (kernels/quant_kv.cu).
+
+    Each of the ``grid`` blocks holds at most two tickets (the one it runs and the
+    next, fetched early), so when an apply item starts, the tickets more than about
+    2 * grid before it are done. The last stats item of a head comes
+    2 * (lag - items_per_head) + 1 tickets before the head's first apply item, so
+    lag = grid + items_per_head keeps apply items from waiting while the re-read
+    distance (about lag stats items of input) stays small enough for L2.
+    lag >= items_per_head is what makes the schedule deadlock-free.
+    """
+    return grid + items_per_head
+
+
+def quantize_qk(q, k, layout="HND", preset="sm90", granularity="per_thread", flavour=None, smooth_k=True,
+                sm_scale=None, check_finite=True) -> QuantizedQK:
+    """Stages 1-2 on the GPU; bit-exact twin of :func:`sagelib.contract.quantize_qk` (per_thread, per_warp)."""
+    shapes = check_qk(q, k, layout, check_finite=check_finite)
+    width = kernel_head_dim(shapes.head_dim)
+    require_cuda(("q", q), ("k", k))
+    flavour = resolve_flavour(flavour, preset, granularity)
+    qh, kh = kernel_operand(to_hnd(q, layout), width), kernel_operand(to_hnd(k, layout), width)
+    q_int8, q_scale = quantize_int8(qh, q_geometry(preset, granularity),
+                                     n_q_groups(shapes.n_q, preset, granularity), flavour, layout)
+    if smooth_k:
+        kv = quantize_kv(kh, None, preset=preset, granularity=granularity, flavour=flavour, pv_accum="fp32+fp32",
+                          layout=layout, do_k=True, do_v=False)
+        k_int8, k_scale, km = kv.k_int8, kv.k_scale, kv.km
+    else:
+        k_int8, k_scale = quantize_int8(kh, k_geometry(preset, granularity),
+                                         n_k_groups(shapes.n_kv, preset, granularity), flavour, layout)
+        km = None
+    d = shapes.head_dim
+    if km is not None:
+        b, h = km.shape[:2]
+        km = km[..., :d].reshape(b, h, 1, d) if layout == "HND" else km[..., :d].reshape(b, 1, h, d)
+    return QuantizedQK(q_int8=slice_head_dim(q_int8, d), q_scale=q_scale, k_int8=slice_head_dim(k_int8, d),
+                       k_scale=k_scale, km=km, layout=layout, preset=preset, granularity=granularity,
+                       flavour=flavour, scale_folded=False)
+
+
+def quantize_v(v, layout="HND", preset="sm90", pv_accum="fp32+fp32", smooth_v=False, check_finite=True) -> QuantizedV:
+    """Stage 5 for V on the GPU; bit-exact twin of :func:`sagelib.contract.quantize_v` (without smooth_v)."""
+    check_layout(layout)
+    check_tensor("v", v, check_finite=check_finite)
+    require_cuda(("v", v))
+    preset_of(preset)
+    if pv_accum not in P.PV_ACCUM_MODES:
+        raise InputError(f"pv_accum: expected one of {list(P.PV_ACCUM_MODES)}, got {pv_accum!r}")
+    if smooth_v:
+        raise InputError("smooth_v: the CUDA V quantizer does not implement smooth_v; pass smooth_v=False "
+                         "or use the reference backend")
+    vh = to_hnd(v, layout)
+    d = vh.shape[-1]
+    kv = quantize_kv(None, kernel_operand(vh, kernel_head_dim(d)), preset=preset, granularity="per_warp",
+                      flavour="cuda", pv_accum=pv_accum, layout=layout, do_k=False, do_v=True)
+    return QuantizedV(v_fp8=slice_head_dim(kv.v_fp8, d, dim=2), v_scale=slice_head_dim(kv.v_scale, d),
+                      vm=None, n_tokens=vh.shape[2], preset=preset)
+
+
+def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
+                smooth_k, causal_alignment, check_finite) -> PreparedAttention:
+    """Validate and quantize q, k, v (stages 1, 2, 5) the way ``target`` reads them."""
+    shapes = check_qkv(q, k, v, layout, check_finite=check_finite)
+    width = kernel_head_dim(shapes.head_dim)
+    require_cuda(("q", q), ("k", k), ("v", v))
+    if granularity not in ATTN_GRANULARITIES:
+        raise InputError(f"granularity: {target.name} implements {list(ATTN_GRANULARITIES)}, got {granularity!r}")
+    if pv_accum not in target.pv_accum:
+        raise InputError(f"pv_accum: {target.name} implements {list(target.pv_accum)}, got {pv_accum!r}")
+    if causal_alignment not in P.CAUSAL_ALIGNMENTS:
+        raise InputError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
+    if not smooth_k:
+        raise InputError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
+    flavour = resolve_flavour(flavour, target.preset, granularity)
+    qh = kernel_operand(to_hnd(q, layout), width)
+    kh = kernel_operand(to_hnd(k, layout), width)
+    vh = kernel_operand(to_hnd(v, layout), width)
+    q_int8, q_scale = quantize_int8(qh, q_geometry(target.preset, granularity),
+                                     n_q_groups(shapes.n_q, target.preset, granularity), flavour, "HND")
+    kv = quantize_kv(kh, vh, preset=target.preset, granularity=granularity, flavour=flavour, pv_accum=pv_accum,
+                      layout="HND", do_k=True, do_v=True, permute_v=target.permute_v)
+    return PreparedAttention(
+        q_int8=q_int8, q_scale=q_scale, k_int8=kv.k_int8, k_scale=kv.k_scale, km=kv.km, v_fp8=kv.v_fp8,
+        v_scale=kv.v_scale, q_hnd=to_hnd(q, layout), n_q=shapes.n_q, n_kv=shapes.n_kv, head_dim=shapes.head_dim,
+        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
+        causal_alignment=causal_alignment, sm_scale=default_sm_scale(shapes.head_dim, sm_scale))
