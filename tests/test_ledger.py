@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sagelib.records import ledger
+from sagelib.records import ledger, log_schema
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -132,11 +132,11 @@ def test_append_rejects_missing_field(tmp_path):
 def test_figure_hashes_artifacts_and_refuses_outside_paths(tmp_path):
     artifact = tmp_path / "results.json"
     artifact.write_text('{"tops": 812}')
-    item = ledger.figure("tops", 812.0, "TOPS", artifacts=["results.json"], root=tmp_path)
+    item = log_schema.figure("tops", 812.0, "TOPS", artifacts=["results.json"], root=tmp_path)
     assert item["artifacts"] == [{"path": "results.json",
                                   "sha256": hashlib.sha256(b'{"tops": 812}').hexdigest()}]
     with pytest.raises(ValueError, match="outside the repository"):
-        ledger.figure("tops", 812.0, "TOPS", artifacts=[str(REPO / "pyproject.toml")], root=tmp_path)
+        log_schema.figure("tops", 812.0, "TOPS", artifacts=[str(REPO / "pyproject.toml")], root=tmp_path)
 
 
 # ----------------------------------------------------------------------------- tampering
@@ -219,7 +219,6 @@ def test_unknown_status_in_the_file_is_a_schema_problem(tmp_path):
 
 
 def test_append_and_render_refuse_a_broken_log(tmp_path):
-    from sagelib.records import log_view as ledger_render
 
     path = make_log(tmp_path)
     lines = lines_of(path)
@@ -229,7 +228,7 @@ def test_append_and_render_refuse_a_broken_log(tmp_path):
     with pytest.raises(ledger.LedgerError, match="deleted"):
         ledger.append(fields("late"), path)
     with pytest.raises(ledger.LedgerError, match="does not verify"):
-        ledger_render.render_file(path)
+        ledger.render_file(path)
     assert path.read_bytes() == before
 
 

@@ -2,8 +2,8 @@
 
 import json
 
-from sagelib.records import ledger
-from sagelib.records import log_view as ledger_render
+from sagelib import paths
+from sagelib.records import ledger, log_view
 
 
 def record_fields(**extra):
@@ -42,10 +42,10 @@ def test_render_is_deterministic_and_matches_append(tmp_path):
     ledger.append(record_fields(), path)
     ledger.append(record_fields(experiment="e2", projections=[]), path)
     after_append = (tmp_path / "log.md").read_text()
-    ledger_render.render_file(path)
+    ledger.render_file(path)
     assert (tmp_path / "log.md").read_text() == after_append
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert after_append.count("## ") == len(records)
+    assert after_append.count("\n## ") == len(records) + 1  # the index, then one heading per record
 
 
 def test_stale_view_is_a_warning_not_a_problem(tmp_path):
@@ -54,5 +54,39 @@ def test_stale_view_is_a_warning_not_a_problem(tmp_path):
     ledger.append(record_fields(experiment="e2"), path, view=None)  # as if rendering crashed
     report = ledger.verify(path)
     assert report.ok and any("behind the log" in w for w in report.warnings)
-    ledger_render.render_file(path)
+    ledger.render_file(path)
     assert ledger.verify(path).warnings == []
+
+
+def test_index_has_one_row_per_technique_with_its_newest_status(tmp_path):
+    path = tmp_path / "log.jsonl"
+    ledger.append(record_fields(technique="fused_quantizer", status="proposed"), path, view=tmp_path / "log.md")
+    ledger.append(record_fields(technique="tile_change", status="running", decision="Keep it. It won."),
+                  path, view=tmp_path / "log.md")
+    ledger.append(record_fields(technique="fused_quantizer", status="withdrawn", decision="Stop here. Why."),
+                  path, view=tmp_path / "log.md")
+    rows = log_view.index_rows(ledger.read(path))
+    assert [(r.technique, r.status, r.seqs, r.decision) for r in rows] == [
+        ("fused_quantizer", "withdrawn", (0, 2), "Stop here."), ("tile_change", "running", (1,), "Keep it.")]
+    view = (tmp_path / "log.md").read_text()
+    assert "| `fused_quantizer` | `withdrawn` | 0, 2 | Stop here. |" in view
+    assert view.index("## Index") < view.index("## 0.")
+
+
+def test_first_sentence_cuts_long_decisions():
+    assert log_view.first_sentence("A b. C d.") == "A b."
+    assert log_view.first_sentence("no stop at all") == "no stop at all"
+    long = log_view.first_sentence("x" * 300, limit=50)
+    assert len(long) == 50 and long.endswith("\u2026")
+
+
+def test_committed_log_index_lists_every_technique_with_its_latest_status():
+    records = ledger.read(ledger.DEFAULT_LOG)
+    view = (paths.REPO_ROOT / "EXPERIMENT_LOG.md").read_text()
+    index = view[view.index("## Index"): view.index("\n## 0.")]
+    techniques = {r.get("technique") or r["experiment"] for r in records}
+    rows = log_view.index_rows(records)
+    assert {r.technique for r in rows} == techniques
+    missing = [f"{r.technique} ({r.status})" for r in rows
+               if f"| `{r.technique}` | `{r.status}` | {', '.join(map(str, r.seqs))} |" not in index]
+    assert not missing, f"EXPERIMENT_LOG.md's index is stale (run `sagelib log render`): {missing[:5]}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sagelib import cli
-from sagelib.run import runner
+from sagelib.run import execute, notebooks, parameters, runner
 
 OK_NOTEBOOK = '''\
 # %% [markdown]
@@ -73,14 +73,14 @@ def notebook_text(parameters: str, tags: str = '["parameters"]') -> str:
     ("", ""),
 ])
 def test_parse_value(text, value):
-    parsed = runner.parse_value(text)
+    parsed = parameters.parse_value(text)
     assert parsed == value and type(parsed) is type(value)
 
 
 def test_parse_override_splits_at_the_first_equals():
-    assert runner.parse_override("n_tokens=1024") == ("n_tokens", 1024)
-    assert runner.parse_override("label=a=b") == ("label", "a=b")
-    assert runner.parse_overrides(["n=1", "n=2", "device=cuda"]) == {"n": 2, "device": "cuda"}
+    assert parameters.parse_override("n_tokens=1024") == ("n_tokens", 1024)
+    assert parameters.parse_override("label=a=b") == ("label", "a=b")
+    assert parameters.parse_overrides(["n=1", "n=2", "device=cuda"]) == {"n": 2, "device": "cuda"}
 
 
 @pytest.mark.parametrize("text, message", [
@@ -93,7 +93,7 @@ def test_parse_override_splits_at_the_first_equals():
 ])
 def test_malformed_overrides_are_refused(text, message):
     with pytest.raises(ValueError, match=message):
-        runner.parse_override(text)
+        parameters.parse_override(text)
 
 
 # ----------------------------------------------------------------- discovery and the parameters cell
@@ -103,18 +103,18 @@ def test_discovery_takes_numbered_py_files_in_order(tmp_path):
     write(tmp_path, {"02_b.py": "", "00_a.py": "", "1_short.py": "", "03_c.ipynb": "", "notes.py": "",
                      "10_late.py": "", "profiles.yaml": ""})
     (tmp_path / "04_dir.py").mkdir()
-    assert [p.name for p in runner.discover_notebooks(tmp_path)] == ["00_a.py", "02_b.py", "10_late.py"]
+    assert [p.name for p in notebooks.discover_notebooks(tmp_path)] == ["00_a.py", "02_b.py", "10_late.py"]
 
 
 def test_discovery_of_a_missing_folder_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
-        runner.discover_notebooks(tmp_path / "nope")
+        notebooks.discover_notebooks(tmp_path / "nope")
 
 
 def test_parameters_cell_is_read_as_literals(tmp_path):
     write(tmp_path, {"00_x.py": notebook_text(
         'output_dir = "outputs/interactive/00_x"\nn: int = 4\nsweep = [1, 2]\ndevice = "cpu"\nscale = None')})
-    nb = runner.load_notebook(tmp_path / "00_x.py")
+    nb = notebooks.load_notebook(tmp_path / "00_x.py")
     assert nb.name == "00_x" and nb.parameters_cell == 0
     assert nb.parameters == {"output_dir": "outputs/interactive/00_x", "n": 4, "sweep": [1, 2],
                              "device": "cpu", "scale": None}
@@ -132,16 +132,16 @@ def test_parameters_cell_is_read_as_literals(tmp_path):
 def test_parameters_cell_check(tmp_path, text, message):
     write(tmp_path, {"00_x.py": text})
     with pytest.raises(ValueError, match=message):
-        runner.load_notebook(tmp_path / "00_x.py")
+        notebooks.load_notebook(tmp_path / "00_x.py")
 
 
 def test_select_by_name_number_or_title():
     paths = [Path("00_contract.py"), Path("01_quant_kernels.py")]
-    assert runner.select_notebooks(paths, None) == paths
-    assert runner.select_notebooks(paths, ["01"]) == paths[1:]
-    assert runner.select_notebooks(paths, ["quant_kernels", "00_contract"]) == paths  # file order kept
+    assert notebooks.select_notebooks(paths, None) == paths
+    assert notebooks.select_notebooks(paths, ["01"]) == paths[1:]
+    assert notebooks.select_notebooks(paths, ["quant_kernels", "00_contract"]) == paths  # file order kept
     with pytest.raises(ValueError, match="'02'.*known notebooks: 00_contract, 01_quant_kernels"):
-        runner.select_notebooks(paths, ["02"])
+        notebooks.select_notebooks(paths, ["02"])
 
 
 # ----------------------------------------------------------------- profiles
@@ -155,12 +155,12 @@ def test_profiles_file(tmp_path):
         cpu:
           00_x:
         """}) / "profiles.yaml"
-    profiles = runner.load_profiles(path)
-    assert profiles["tiny"] == runner.Profile("tiny", {"00_x": {"n": 1}}, 30)
-    assert profiles["cpu"] == runner.Profile("cpu", {"00_x": {}}, runner.DEFAULT_CELL_TIMEOUT_S)
-    assert runner.load_profiles(tmp_path / "absent.yaml") == {}
+    profiles = parameters.load_profiles(path)
+    assert profiles["tiny"] == parameters.Profile("tiny", {"00_x": {"n": 1}}, 30)
+    assert profiles["cpu"] == parameters.Profile("cpu", {"00_x": {}}, execute.DEFAULT_CELL_TIMEOUT_S)
+    assert parameters.load_profiles(tmp_path / "absent.yaml") == {}
     with pytest.raises(ValueError, match="'gpu'.*known profiles: tiny, cpu"):
-        runner.get_profile(profiles, "gpu", path)
+        parameters.get_profile(profiles, "gpu", path)
 
 
 @pytest.mark.parametrize("text, message", [
@@ -173,34 +173,34 @@ def test_profiles_file(tmp_path):
 def test_malformed_profiles_are_refused(tmp_path, text, message):
     write(tmp_path, {"profiles.yaml": text})
     with pytest.raises(ValueError, match=message):
-        runner.load_profiles(tmp_path / "profiles.yaml")
+        parameters.load_profiles(tmp_path / "profiles.yaml")
 
 
 def test_a_profiles_file_that_is_not_text_is_refused_with_its_name(tmp_path):
     (tmp_path / "profiles.yaml").write_bytes(b"\xff\xfe tiny: {}")
     with pytest.raises(ValueError, match="profiles.yaml: not valid YAML"):
-        runner.load_profiles(tmp_path / "profiles.yaml")
+        parameters.load_profiles(tmp_path / "profiles.yaml")
 
 
 def test_parameter_precedence_and_checks(tmp_path):
     write(tmp_path, {"00_x.py": notebook_text("output_dir = 'x'\nn = 1\nm = 2\ndevice = 'cpu'")})
-    nb = runner.load_notebook(tmp_path / "00_x.py")
-    profile = runner.Profile("tiny", {"00_x": {"n": 10, "m": 20}})
-    chosen = runner.notebook_parameters(nb, profile, {"m": 30, "other": 5}, tmp_path / "run" / "00_x")
+    nb = notebooks.load_notebook(tmp_path / "00_x.py")
+    profile = parameters.Profile("tiny", {"00_x": {"n": 10, "m": 20}})
+    chosen = parameters.notebook_parameters(nb, profile, {"m": 30, "other": 5}, tmp_path / "run" / "00_x")
     assert chosen == {"n": 10, "m": 30, "output_dir": str(tmp_path / "run" / "00_x")}
     with pytest.raises(ValueError, match="sets typo for 00_x"):
-        runner.notebook_parameters(nb, runner.Profile("tiny", {"00_x": {"typo": 1}}), {}, tmp_path)
+        parameters.notebook_parameters(nb, parameters.Profile("tiny", {"00_x": {"typo": 1}}), {}, tmp_path)
     with pytest.raises(ValueError, match="no selected notebook has a parameter 'nn'"):
-        runner.check_overrides({"nn": 1}, [nb])
+        parameters.check_overrides({"nn": 1}, [nb])
 
 
 def test_default_profile_follows_cuda(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert runner.default_profile() == "gpu"
+    assert parameters.default_profile() == "gpu"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert runner.default_profile() == "cpu"
+    assert parameters.default_profile() == "cpu"
 
 
 def test_run_folder_is_utc_stamped_and_unique(tmp_path):
@@ -337,9 +337,9 @@ def test_a_cell_over_the_timeout_fails_its_notebook(tmp_path):
 @pytest.mark.slow
 def test_every_real_notebook_runs_with_the_tiny_profile(tmp_path):
     """The workbook's own notebooks, CPU, tiny parameters: each must finish and leave its report."""
-    paths = runner.discover_notebooks(runner.NOTEBOOKS_DIR)
+    paths = notebooks.discover_notebooks(notebooks.NOTEBOOKS_DIR)
     if not paths:
-        pytest.skip(f"no notebooks in {runner.NOTEBOOKS_DIR} yet")
+        pytest.skip(f"no notebooks in {notebooks.NOTEBOOKS_DIR} yet")
     report = runner.run("tiny", out=tmp_path / "run", progress_bar=False, log=lambda s: None)
     assert report.failures == []
     for outcome in report.outcomes:
@@ -352,12 +352,12 @@ def test_every_real_notebook_runs_with_the_tiny_profile(tmp_path):
 
 
 def test_kernel_check_flags_a_stray_python3_kernelspec(tmp_path, monkeypatch):
-    assert runner.kernel_warning() is None  # this environment's own kernel
+    assert execute.kernel_warning() is None  # this environment's own kernel
     spec = tmp_path / "kernels" / "python3"
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps(
         {"argv": ["/opt/other/bin/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
          "display_name": "Python 3", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))  # searched before the environment's own folder
-    warning = runner.kernel_warning()
+    warning = execute.kernel_warning()
     assert warning and "/opt/other/bin/python" in warning

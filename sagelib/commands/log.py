@@ -24,8 +24,7 @@ from pathlib import Path
 
 from sagelib.commands.args import file_in_folder, input_file
 from sagelib.errors import UsageError
-from sagelib.records import ledger, prior_work, reopening
-from sagelib.records import log_view as ledger_render
+from sagelib.records import ledger, log_schema, prior_work, reopening
 
 
 def _common(parser) -> None:
@@ -69,7 +68,7 @@ def register(subparsers) -> None:
     _content_flags(append)
     append.add_argument("--json", dest="json_file", metavar="FILE",
                         help="record fields as a JSON object; flags given as well override it")
-    append.add_argument("--status", choices=list(ledger.STATUSES))
+    append.add_argument("--status", choices=list(log_schema.STATUSES))
     append.add_argument("--technique")
     append.add_argument("--action", action="append", help="one action taken; repeatable")
     append.add_argument("--decision")
@@ -156,7 +155,7 @@ def _date(flag: str, value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        if ledger.DATE_PATTERN.fullmatch(value) and datetime.strptime(value, "%Y-%m-%d"):
+        if log_schema.DATE_PATTERN.fullmatch(value) and datetime.strptime(value, "%Y-%m-%d"):
             return value
     except ValueError:  # well formed, but no such day (2026-02-30)
         pass
@@ -205,7 +204,7 @@ def cmd_show(args) -> int:
 def cmd_render(args) -> int:
     path, view = _paths(args)
     try:
-        written = ledger_render.render_file(_existing(path), view)
+        written = ledger.render_file(_existing(path), view)
     except ledger.LedgerError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -262,14 +261,14 @@ def _fields_from_flags(args) -> dict:
     if any(not m["artifacts"] for m in measured) and not args.unbacked:
         raise UsageError("--measured needs --artifact PATH (the result files backing every figure), @PATH after "
                          "the figure (the files backing it alone) or --unbacked REASON")
-    figures = [ledger.figure(m.pop("quantity"), m.pop("value", None), m.pop("unit"), **m,
+    figures = [log_schema.figure(m.pop("quantity"), m.pop("value", None), m.pop("unit"), **m,
                              unbacked=args.unbacked, measured_on=args.measured_on) for m in measured]
     fields["measured"] = fields.get("measured", []) + figures
     projections = [_split_figure(p, "--projection", backed=False) for p in args.projection or []]
     if projections and not args.basis:
         raise UsageError("--projection needs --basis TEXT saying what the estimate rests on")
     fields["projections"] = fields.get("projections", []) + [
-        ledger.projection(p.pop("quantity"), p.pop("value", None), p.pop("unit"), **p, basis=args.basis)
+        log_schema.projection(p.pop("quantity"), p.pop("value", None), p.pop("unit"), **p, basis=args.basis)
         for p in projections]
     fields.setdefault("fingerprint", None)
     fields.setdefault("declarations", [])

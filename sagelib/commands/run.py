@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sagelib.commands.args import input_file
 from sagelib.errors import UsageError
-from sagelib.run import runner
+from sagelib.run import notebooks, parameters, runner
 
 
 def register(subparsers) -> None:
@@ -37,7 +37,7 @@ def register(subparsers) -> None:
                         help="run folder (default: outputs/runs/<utc-time>-<profile>/)")
     parser.add_argument("--list", action="store_true",
                         help="list the notebooks with their parameters and profile values, run nothing")
-    parser.add_argument("--notebooks", metavar="DIR", default=str(runner.NOTEBOOKS_DIR),
+    parser.add_argument("--notebooks", metavar="DIR", default=str(notebooks.NOTEBOOKS_DIR),
                         help="folder of NN_name.py notebooks (default: the repository's notebooks/)")
     parser.add_argument("--profiles", metavar="FILE",
                         help="profiles file (default: profiles.yaml in the notebooks folder)")
@@ -47,13 +47,13 @@ def register(subparsers) -> None:
 
 def main(args) -> int:
     notebooks_dir = Path(args.notebooks)
-    profiles_path = notebooks_dir / runner.PROFILES_FILE
+    profiles_path = notebooks_dir / parameters.PROFILES_FILE
     if args.profiles is not None:  # only the default may be absent (no profiles); a given file must exist
         profiles_path = input_file("--profiles", args.profiles, "a profiles YAML like notebooks/profiles.yaml, "
                                    "or leave --profiles out to use the one in the notebooks folder")
     if args.list:
         return list_notebooks(notebooks_dir, profiles_path, args.only, args.profile)
-    profile = args.profile or runner.default_profile()
+    profile = args.profile or parameters.default_profile()
     try:
         plan = runner.plan_run(
             profile, only=args.only, overrides=args.params, out=args.out,
@@ -72,18 +72,18 @@ def main(args) -> int:
 def list_notebooks(notebooks_dir: Path, profiles_path: Path, only, profile: str | None = None) -> int:
     """Print each notebook's parameters: default, then the value of every profile (or of ``profile``)."""
     try:
-        paths = runner.select_notebooks(runner.discover_notebooks(notebooks_dir), only)
-        profiles = runner.load_profiles(profiles_path)
+        paths = notebooks.select_notebooks(notebooks.discover_notebooks(notebooks_dir), only)
+        profiles = parameters.load_profiles(profiles_path)
         if profile is not None:
-            profiles = {profile: runner.get_profile(profiles, profile, profiles_path)}
-        notebooks = [runner.load_notebook(p) for p in paths]
+            profiles = {profile: parameters.get_profile(profiles, profile, profiles_path)}
+        found = [notebooks.load_notebook(p) for p in paths]
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if not notebooks:
+    if not found:
         print(f"no notebooks in {notebooks_dir} (files named NN_name.py)")
         return 0
     columns = ["parameter", "default", *profiles]
-    for nb in notebooks:
+    for nb in found:
         rows = [[name, repr(default), *(_profile_cell(p, nb.name, name) for p in profiles.values())]
                 for name, default in nb.parameters.items()]
         widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
@@ -97,8 +97,8 @@ def list_notebooks(notebooks_dir: Path, profiles_path: Path, only, profile: str 
     return 0
 
 
-def _profile_cell(profile: runner.Profile, notebook: str, parameter: str) -> str:
-    if parameter == runner.OUTPUT_DIR_PARAMETER:
+def _profile_cell(profile: parameters.Profile, notebook: str, parameter: str) -> str:
+    if parameter == notebooks.OUTPUT_DIR_PARAMETER:
         return "(run folder)"
     values = profile.notebooks.get(notebook, {})
     return repr(values[parameter]) if parameter in values else ""
