@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
+from sagelib import inputs
 from sagelib.measure import bench, targets
 from sagelib.measure import recordings as bench_records
 from sagelib.measure.ceilings import format_ceilings, measure_ceilings
@@ -251,7 +252,7 @@ else:
 # %%
 ceiling_reason = not_live or quant_breakdown.unavailable_reason()
 if ceiling_reason is None:
-    ceiling_shapes = bench.parse_shapes(fusion_ceiling_shapes)
+    ceiling_shapes = inputs.parse_shapes(fusion_ceiling_shapes)
     ceiling_rows = [quant_breakdown.measure(shape, fusion_ceiling_rounds) for shape in ceiling_shapes]
     ceiling_title = f"measured now ({torch.cuda.get_device_name()}), {fusion_ceiling_rounds} rotated rounds"
 else:

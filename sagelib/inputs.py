@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -37,12 +38,26 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class Shape:
+    """One attention problem: batch, query heads, query tokens, head_dim; K/V heads and tokens when they differ.
+
+    The one shape every part of sagelib uses (canonical inputs, sweeps, benches, profiles). ``kv_heads`` and
+    ``kv_tokens`` are keyword-only and None when equal to ``heads`` and ``tokens``. A bench document stores a
+    shape as :meth:`record` (``batch, heads, seq_q, seq_kv, head_dim``) and reads it back with :meth:`from_record`.
+    """
+
     batch: int = 1
     heads: int = 8
     tokens: int = 4096
     head_dim: int = 128
-    kv_heads: int | None = None  #: None = heads (no GQA)
-    kv_tokens: int | None = None  #: None = tokens
+    kv_heads: int | None = field(default=None, kw_only=True)  #: None = heads (no GQA)
+    kv_tokens: int | None = field(default=None, kw_only=True)  #: None = tokens
+
+    def __post_init__(self):
+        # one spelling per problem: a K/V size equal to the query side is the default, not a second shape
+        if self.kv_heads == self.heads:
+            object.__setattr__(self, "kv_heads", None)
+        if self.kv_tokens == self.tokens:
+            object.__setattr__(self, "kv_tokens", None)
 
     @property
     def heads_kv(self) -> int:
@@ -51,6 +66,89 @@ class Shape:
     @property
     def tokens_kv(self) -> int:
         return self.kv_tokens or self.tokens
+
+    seq_q = property(lambda self: self.tokens, doc="query tokens (the name bench documents use)")
+    seq_kv = property(lambda self: self.tokens_kv, doc="key/value tokens (the name bench documents use)")
+
+    @property
+    def label(self) -> str:
+        n = f"N{self.seq_q}" if self.seq_q == self.seq_kv else f"Nq{self.seq_q} Nkv{self.seq_kv}"
+        gqa = f"/{self.heads_kv}" if self.kv_heads else ""
+        return f"B{self.batch} H{self.heads}{gqa} {n} D{self.head_dim}"
+
+    @property
+    def spec(self) -> str:
+        """The ``B:H:N:D`` (or ``B:H:NQ:NKV:D``) spelling :func:`parse_shape` reads back."""
+        if self.seq_q == self.seq_kv:
+            return f"{self.batch}:{self.heads}:{self.seq_q}:{self.head_dim}"
+        return f"{self.batch}:{self.heads}:{self.seq_q}:{self.seq_kv}:{self.head_dim}"
+
+    def record(self) -> dict:
+        """The shape as a bench document stores it (``heads_kv`` only where K/V has fewer heads)."""
+        out = {"batch": self.batch, "heads": self.heads, "seq_q": self.seq_q, "seq_kv": self.seq_kv,
+               "head_dim": self.head_dim}
+        return out | ({"heads_kv": self.kv_heads} if self.kv_heads else {})
+
+    @classmethod
+    def from_record(cls, record: dict) -> "Shape":
+        """The shape of a bench document's record (:meth:`record`'s keys)."""
+        return cls(record["batch"], record["heads"], record["seq_q"], record["head_dim"],
+                   kv_tokens=record["seq_kv"], kv_heads=record.get("heads_kv"))
+
+
+_SHAPE_HELP = "B:H:N:D or B:H:NQ:NKV:D with positive integers, e.g. 2:32:16384:128"
+
+
+def parse_shape(text: str) -> Shape:
+    """Read ``B:H:N:D`` or ``B:H:NQ:NKV:D``; an InputError naming the expected syntax otherwise."""
+    parts = str(text).strip().split(":")
+    if len(parts) not in (4, 5) or not all(re.fullmatch(r"[0-9]+", p) for p in parts):
+        raise InputError(f"shape: expected {_SHAPE_HELP}, got {text!r}")
+    values = [int(p) for p in parts]
+    if min(values) <= 0:
+        raise InputError(f"shape: every field must be positive ({_SHAPE_HELP}), got {text!r}")
+    if len(values) == 4:
+        return Shape(*values)
+    b, h, nq, nkv, d = values
+    return Shape(b, h, nq, d, kv_tokens=nkv)
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    """A comma-separated list of shapes (see :func:`parse_shape`)."""
+    items = [t for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise InputError(f"shapes: expected a comma-separated list of {_SHAPE_HELP}, got {text!r}")
+    return [parse_shape(t) for t in items]
+
+
+#: the input dtypes a command line names
+TIMED_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def parse_dtype(text: str) -> torch.dtype:
+    if text not in TIMED_DTYPES:
+        raise InputError(f"dtype: expected one of {', '.join(TIMED_DTYPES)}, got {text!r}")
+    return TIMED_DTYPES[text]
+
+
+def random_qkv(shape: Shape, dtype: torch.dtype, device: torch.device, layout: str, seed: int):
+    """Fresh q, k, v drawn from N(0, 1) with a seeded generator on ``device`` (fast on a GPU; for timing).
+
+    :func:`make` draws the canonical, hashed inputs the numerics are judged on; this draws the many
+    rotated buffers a timing loop needs, on the device itself.
+    """
+    if layout not in ("HND", "NHD"):
+        raise InputError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+
+    def sized(heads, tokens):
+        return (shape.batch, heads, tokens, shape.head_dim) if layout == "HND" else \
+            (shape.batch, tokens, heads, shape.head_dim)
+
+    return tuple(torch.randn(s, generator=generator, device=device, dtype=torch.float32).to(dtype)
+                 for s in (sized(shape.heads, shape.seq_q), sized(shape.heads_kv, shape.seq_kv),
+                           sized(shape.heads_kv, shape.seq_kv)))
 
 
 @dataclass

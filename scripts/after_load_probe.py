@@ -26,11 +26,11 @@ import time
 
 import torch
 
-from sagelib import backends
-from sagelib.measure import bench, power
+from sagelib import backends, inputs
+from sagelib.measure import power, timing
 from sagelib.studies import quant_breakdown
 
-SMALL, BIG = bench.Shape(32, 32, 1024, 1024, 128), bench.Shape(2, 32, 16384, 16384, 128)
+SMALL, BIG = inputs.Shape(32, 32, 1024, 128), inputs.Shape(2, 32, 16384, 128)
 SMI_FIELDS = "clocks.sm,clocks.mem,temperature.gpu,temperature.memory,power.draw,clocks_throttle_reasons.active"
 
 
@@ -44,9 +44,9 @@ def clock_trace(load_s: float, idle_s: float) -> None:
     """The SM clock and power (sagelib.measure.power, every 100 ms) while each heavy call runs back to back from idle."""
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
-    big = bench.random_inputs(BIG, torch.float16, dev, "HND", seed=1)
+    big = inputs.random_qkv(BIG, torch.float16, dev, "HND", seed=1)
     loads = (("cuda-sm90 kernel only", sm90.kernel_only(*big)), ("sdpa-cudnn", lambda: cudnn.attention(*big)))
-    ops = bench.attention_ops(BIG, causal=False)
+    ops = timing.attention_ops(BIG, causal=False)
     for name, fn in loads:
         summary, samples = power.sustain(fn, load_s, idle_s=idle_s)
         print(f"== {name}, after the first second: {power.HEADER}\n   {summary.row(ops)}\n"
@@ -73,13 +73,13 @@ def main(argv=None) -> int:
         return 0
     dev = torch.device("cuda")
     sm90, cudnn = backends.get("cuda-sm90"), backends.get("sdpa-cudnn")
-    small = bench.random_inputs(SMALL, torch.float16, dev, "HND", seed=0)
-    big = bench.random_inputs(BIG, torch.float16, dev, "HND", seed=1)
-    config = bench.TimingConfig(warmup=3, reps=30, min_reps=5, budget_s=2.0)
+    small = inputs.random_qkv(SMALL, torch.float16, dev, "HND", seed=0)
+    big = inputs.random_qkv(BIG, torch.float16, dev, "HND", seed=1)
+    config = timing.TimingConfig(warmup=3, reps=30, min_reps=5, budget_s=2.0)
     kernel = sm90.kernel_only(*small)
 
     def ms(fn):
-        return statistics.median(bench.time_calls([fn], dev, config))
+        return statistics.median(timing.time_calls([fn], dev, config))
 
     def probe(tag):
         call, alone, peer = ms(lambda: sm90.attention(*small)), ms(kernel), ms(lambda: cudnn.attention(*small))

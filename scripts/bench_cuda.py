@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 
-from sagelib import backends
+from sagelib import backends, inputs
 from sagelib.commands.bench import CUDA_COOLDOWN_S
-from sagelib.measure import bench, quant_bench
+from sagelib.measure import bench, quant_bench, timing
 
 DEFAULT_BACKENDS = ("cuda-sm90", "cuda-sm90-k64", "cuda", "cuda-per-warp-fp16", "sage", "sdpa-flash", "sdpa-cudnn")
 
@@ -65,8 +65,8 @@ def main(argv=None) -> int:
         if available.get(name, "unknown backend"):
             print(f"backend {name}: skipped ({available.get(name, 'unknown backend')})")
     names = [n for n in names if available.get(n, "unknown") is None]
-    plan = bench.SweepPlan(backends=names, shapes=bench.parse_shapes(shapes),
-                           causal=[False, True], timing=bench.TimingConfig(reps=20 if not args.quick else 10,
+    plan = bench.SweepPlan(backends=names, shapes=inputs.parse_shapes(shapes),
+                           causal=[False, True], timing=timing.TimingConfig(reps=20 if not args.quick else 10,
                                                                            budget_s=1.5, cooldown_s=args.cooldown_s))
     document = bench.run_sweep(plan, torch.device("cuda"), command="python3 scripts/bench_cuda.py",
                                progress=False)

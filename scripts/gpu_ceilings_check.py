@@ -11,8 +11,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from scripts/
 
-from sagelib.measure.bench import TimingConfig, summarize, time_calls
 from sagelib.measure.ceilings import _rand, format_ceilings, measure_ceilings
+from sagelib.measure.timing import TimingConfig, summarize, time_calls
 
 device = torch.device("cuda")
 ceilings = measure_ceilings(device)

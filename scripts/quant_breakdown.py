@@ -18,6 +18,7 @@ import sys
 
 import torch
 
+from sagelib import inputs
 from sagelib.measure import bench
 from sagelib.measure import recordings as bench_records
 from sagelib.records.datafile import utc_stamp
@@ -35,7 +36,7 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         parser.error(f"--rounds: expected a whole number of 1 or more, got {args.rounds}")
     try:
-        shapes = bench.parse_shapes(args.shapes)
+        shapes = inputs.parse_shapes(args.shapes)
     except ValueError as exc:
         parser.error(str(exc))
     reason = quant_breakdown.unavailable_reason()

@@ -14,7 +14,7 @@ import statistics
 import torch
 
 from sagelib.backends.kernels import quantizers
-from sagelib.measure import bench
+from sagelib.measure import timing
 
 
 def main() -> int:
@@ -40,7 +40,7 @@ def main() -> int:
         same = all(torch.equal(getattr(out, f).view(torch.uint8), getattr(reference, f).view(torch.uint8))
                    for f in ("k_int8", "k_scale", "km", "v_fp8", "v_scale"))
         calls = [lambda k=k, v=v: run(k, v) for k, v in sets]
-        ms = statistics.median(bench.time_calls(calls, torch.device("cuda"), bench.TimingConfig(reps=args.reps)))
+        ms = statistics.median(timing.time_calls(calls, torch.device("cuda"), timing.TimingConfig(reps=args.reps)))
         print(f"{label:>28}  {ms:9.3f}  {moved / ms / 1e9:5.2f}  {same}")
     quantizers.kv_lag = default_lag
     return 0

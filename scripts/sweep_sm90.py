@@ -146,7 +146,7 @@ def main(argv=None) -> int:
         print(reason, file=sys.stderr)
         return 2
     from sagelib.measure import power
-    from sagelib.measure.bench import time_ms
+    from sagelib.measure.timing import time_ms
 
     rows = []
     print(f"{'shape':<34} {'variant':<22} {'stages':>6} {'ms':>8} {'TOPS':>7} {'vs default':>10} check"

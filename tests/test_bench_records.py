@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from sagelib.measure import bench
+from sagelib import inputs
+from sagelib.measure import bench, timing
 from sagelib.measure import recordings as bench_records
 
 
@@ -32,7 +33,7 @@ def test_usable_backends_names_every_reason():
 
 def _doc(created, card, tops=100.0):
     shape = {"batch": 2, "heads": 32, "seq_q": 16384, "seq_kv": 16384, "head_dim": 128}
-    ops = bench.attention_ops(bench.Shape(**shape), False)
+    ops = timing.attention_ops(inputs.Shape.from_record(shape), False)
     return {"schema": bench.SCHEMA, "created_utc": created, "device": {"name": card}, "environment": {},
             "plan": {}, "ceilings": {}, "records": [
                 {"backend": "sdpa-cudnn", "mode": "end_to_end", "shape": shape, "causal": False, "dtype": "fp16",

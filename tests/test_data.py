@@ -59,3 +59,23 @@ def test_malformed_spec_file_names_the_input_and_field(tmp_path):
     bad.write_text("x:\n  kind: lognormal\n  seed: 1\n  description: d\n")
     with pytest.raises(ValueError, match="kind 'lognormal'"):
         data.load_specs(bad)
+
+
+def test_one_shape_for_every_part_of_sagelib():
+    gqa = data.Shape(2, 8, 100, 64, kv_heads=2, kv_tokens=300)
+    assert (gqa.seq_q, gqa.seq_kv, gqa.heads_kv) == (100, 300, 2)
+    assert data.Shape.from_record(gqa.record()) == gqa
+    assert gqa.record() == {"batch": 2, "heads": 8, "seq_q": 100, "seq_kv": 300, "head_dim": 64, "heads_kv": 2}
+    # a K/V side equal to the query side is the same shape, whichever way it is spelt
+    assert data.Shape(1, 2, 64, 32, kv_tokens=64, kv_heads=2) == data.Shape(1, 2, 64, 32)
+    assert data.parse_shape("1:2:64:64:32") == data.Shape(1, 2, 64, 32)
+    assert data.parse_shape("1:2:64:96:32").spec == "1:2:64:96:32"
+    # the K/V sizes are keyword-only, so a call in another field order fails instead of meaning something else
+    with pytest.raises(TypeError):
+        data.Shape(1, 2, 64, 96, 32)
+
+
+def test_random_qkv_sizes_follow_the_layout_and_gqa():
+    q, k, v = data.random_qkv(data.Shape(1, 4, 8, 16, kv_heads=2, kv_tokens=12), torch.float16,
+                              torch.device("cpu"), "NHD", seed=0)
+    assert q.shape == (1, 8, 4, 16) and k.shape == v.shape == (1, 12, 2, 16) and q.dtype == torch.float16

@@ -11,7 +11,8 @@ import json
 
 import pytest
 
-from sagelib.measure import bench
+from sagelib import inputs
+from sagelib.measure import bench, timing
 from sagelib.measure import recordings as bench_records
 from sagelib.run import runner
 
@@ -29,8 +30,8 @@ def _recorded_bench_document():
     records = []
     for backend, tops in (("sdpa-flash", 330.0), ("sdpa-cudnn", 560.0), ("sage", 440.0)):
         for n, batch in ((1024, 32), (16384, 2)):
-            shape = bench.Shape(batch, 32, n, n, 128)
-            ops = bench.attention_ops(shape, False)
+            shape = inputs.Shape(batch, 32, n, 128)
+            ops = timing.attention_ops(shape, False)
             median = ops / (tops * 1e12) * 1e3
             records.append({
                 "backend": backend, "mode": "end_to_end", "shape": {"batch": batch, "heads": 32,

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from sagelib import cli
+from sagelib import cli, inputs
 from sagelib.measure import bench, targets
 
 
 def _record(backend, mode, spec, causal, tops):
-    shape = bench.parse_shape(spec)
+    shape = inputs.parse_shape(spec)
     return {"backend": backend, "mode": mode, "shape": {"batch": shape.batch, "heads": shape.heads,
                                                         "seq_q": shape.seq_q, "seq_kv": shape.seq_kv,
                                                         "head_dim": shape.head_dim},

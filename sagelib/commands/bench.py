@@ -67,13 +67,9 @@ def _plan(args):
     import torch
 
     from sagelib import backends as registry
-    from sagelib.measure.bench import (
-        SweepPlan,
-        TimingConfig,
-        parse_causal,
-        parse_dtype,
-        parse_shapes,
-    )
+    from sagelib.inputs import parse_dtype, parse_shapes
+    from sagelib.measure.bench import SweepPlan, parse_causal
+    from sagelib.measure.timing import TimingConfig
 
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     if not names:

@@ -79,7 +79,8 @@ def register(subparsers) -> None:
 def _validated_target(args):
     """Check the target's arguments here, so a mistake is one line, not a traceback from ncu's child."""
     from sagelib import backends
-    from sagelib.measure.bench import parse_causal, parse_dtype, parse_shape
+    from sagelib.inputs import parse_dtype, parse_shape
+    from sagelib.measure.bench import parse_causal
 
     if args.backend not in backends.names():
         raise UsageError(f"--backend: unknown backend {args.backend!r}; expected one of {', '.join(backends.names())}")

@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from sagelib.measure.bench import TimingConfig, summarize, time_calls, timer_name
+from sagelib.measure.timing import TimingConfig, summarize, time_calls, timer_name
 
 CEILING_TIMING = TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
 

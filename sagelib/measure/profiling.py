@@ -121,14 +121,14 @@ def launch_once(backend_name: str, shape_spec: str, *, causal: bool, dtype: str,
     import torch
 
     from sagelib import backends
-    from sagelib.measure.bench import parse_dtype, parse_shape, random_inputs
+    from sagelib.inputs import parse_dtype, parse_shape, random_qkv
 
     shape = parse_shape(shape_spec)
     if not torch.cuda.is_available():
         raise KernelUnavailable("profile launch: needs a CUDA GPU and torch sees none; run it on a GPU host")
     backend = backends.get(backend_name)
     device = torch.device("cuda")
-    q, k, v = random_inputs(shape, parse_dtype(dtype), device, layout, seed=0)
+    q, k, v = random_qkv(shape, parse_dtype(dtype), device, layout, seed=0)
     if mode == "kernel_only":
         call = backend.kernel_only(q, k, v, causal=causal, layout=layout)
         if call is None:

@@ -13,12 +13,12 @@ import torch
 
 from sagelib.backends.kernels import mma, operands, quantizers
 from sagelib.contract.quantize import n_k_groups, n_q_groups
-from sagelib.measure import bench
+from sagelib.measure import bench, timing
 from sagelib.measure import recordings as bench_records
 from sagelib.records.datafile import utc_stamp
 
 #: The timer, re-exported: A/B scripts import it from here (``from sagelib.measure.quant_bench import time_ms``).
-time_ms = bench.time_ms
+time_ms = timing.time_ms
 
 #: A recording of :func:`measure` (data/results/*.json; notebook 03 shows the newest).
 SCHEMA = bench_records.QUANT_SCHEMA
@@ -29,7 +29,7 @@ SHAPES = ((2, 32, 16384, 128), (32, 32, 1024, 128))
 def graph_ms(fn, reps: int = 20) -> float | None:
     """GPU time of ``fn`` alone: captured once in a CUDA graph, replayed (no host overhead)."""
     try:
-        return time_ms(bench.replay_of(fn), reps=reps)
+        return time_ms(timing.replay_of(fn), reps=reps)
     except Exception as exc:  # a capture failure is reported, not fatal
         print(f"  (graph capture failed: {type(exc).__name__}: {exc})")
         return None

@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib import paths
+from sagelib import inputs, paths
 from sagelib.errors import InputError
-from sagelib.measure import bench
+from sagelib.measure import bench, timing
 from sagelib.records.datafile import utc_stamp
 
 REPO_ROOT = paths.REPO_ROOT
@@ -58,10 +58,10 @@ def curve_plan(backends, *, head_dims, seq_lens, tokens: int, heads: int, causal
     :class:`sagelib.measure.bench.TimingConfig`'s."""
     if not seq_lens or not head_dims:
         raise InputError("curve_plan: seq_lens and head_dims must be non-empty lists, e.g. [1024, 4096] and [128]")
-    shapes = [bench.Shape(max(1, tokens // n), heads, n, n, d) for d in head_dims for n in seq_lens]
-    timing = bench.TimingConfig(warmup=3, reps=reps, min_reps=min(5, reps), budget_s=budget_s, cooldown_s=cooldown_s)
+    shapes = [inputs.Shape(max(1, tokens // n), heads, n, d) for d in head_dims for n in seq_lens]
+    config = timing.TimingConfig(warmup=3, reps=reps, min_reps=min(5, reps), budget_s=budget_s, cooldown_s=cooldown_s)
     return bench.SweepPlan(backends=list(backends), shapes=shapes, causal=list(causal_modes), dtype=dtype,
-                           kernel_only=kernel_only, timing=timing)
+                           kernel_only=kernel_only, timing=config)
 
 
 def _slug(text: str) -> str:

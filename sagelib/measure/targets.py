@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from sagelib import inputs
 from sagelib.errors import InputError
 from sagelib.measure import bench
 
@@ -90,7 +91,7 @@ class Status:
 
 def _record(document: dict, backend: str, mode: str, shape: str, causal: bool) -> dict | None:
     """The fp16 record of ``backend`` in ``mode`` at ``shape`` with a TOPS figure, or None."""
-    case = bench.shape_case(bench.parse_shape(shape), causal)
+    case = bench.shape_case(inputs.parse_shape(shape), causal)
     for record in document.get("records", []):
         if (record.get("backend"), record.get("mode")) == (backend, mode) and record.get("tops") \
                 and record.get("dtype", "fp16") == "fp16" and bench.case_key(record) == case:

@@ -99,12 +99,13 @@ def target_ms(shape: str, cudnn_ms: float) -> float:
     """Issue 6's end-to-end target for the cuda-sm90 call at ``shape`` (a label such as 'B2 H32 N16384 D128') as a
     time, from :data:`sagelib.measure.targets.TARGETS`: its TOPS goal over the non-causal operations where it names one,
     else cuDNN's time (the N=1024 target, and shapes no target names)."""
-    from sagelib.measure import bench, targets
+    from sagelib import inputs
+    from sagelib.measure import targets, timing
 
     for t in targets.TARGETS:
-        spec = bench.parse_shape(t.shape)
+        spec = inputs.parse_shape(t.shape)
         if (t.backend, t.mode, t.causal, t.kind, spec.label) == ("cuda-sm90", "end_to_end", False, "tops", shape):
-            return bench.attention_ops(spec, False) / (t.goal * 1e9)
+            return timing.attention_ops(spec, False) / (t.goal * 1e9)
     return cudnn_ms
 
 
@@ -144,20 +145,21 @@ def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
     rotated order in this process; the row a recording holds: shape, median times, round medians, ceilings."""
     import torch
 
-    from sagelib.measure import bench
+    from sagelib import inputs
+    from sagelib.measure import timing
 
     if rounds < 1:
         raise InputError(f"rounds: expected a whole number of 1 or more, got {rounds!r}")
     dev = torch.device("cuda")
-    calls = pass_calls(*bench.random_inputs(shape, torch.float16, dev, "HND", seed))
+    calls = pass_calls(*inputs.random_qkv(shape, torch.float16, dev, "HND", seed))
     for name in GPU_TIMED:
-        calls[name] = bench.replay_of(calls[name])
-    config = bench.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
+        calls[name] = timing.replay_of(calls[name])
+    config = timing.TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1.0)
     round_ms = {name: [] for name in PASSES}
     for r in range(rounds):
         for i in range(len(PASSES)):
             name = PASSES[(i + r) % len(PASSES)]
-            round_ms[name].append(statistics.median(bench.time_calls([calls[name]], dev, config)))
+            round_ms[name].append(statistics.median(timing.time_calls([calls[name]], dev, config)))
     times = PassTimes(**{name: statistics.median(ms) for name, ms in round_ms.items()})
     return {"shape": shape.label, "times_ms": asdict(times), "round_ms": round_ms,
             "ceilings": [asdict(c) for c in ceilings(times)]}
