@@ -31,14 +31,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from dataclasses import astuple, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
 
 from sagelib.errors import InputError
 from sagelib.inputs import TIMED_DTYPES, Shape, parse_dtype, random_qkv
-from sagelib.measure.checks import poison_allocator, check_output
+from sagelib.measure.checks import check_output, poison_allocator
 from sagelib.measure.timing import (
     TimingConfig,
     attention_ops,
