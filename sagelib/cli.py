@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "sagelib.commands.log",
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
+    "sagelib.commands.sweep",
 )
 
 
