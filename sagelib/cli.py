@@ -26,6 +26,8 @@ COMMAND_MODULES = (
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
     "sagelib.commands.sweep",
+    "sagelib.commands.study",
+    "sagelib.commands.ab",
 )
 
 

@@ -174,3 +174,15 @@ def latest_recording(directory: str | Path | None = None) -> tuple[list[dict], P
     if document.get("schema") != SCHEMA:
         raise InputError(f"{path}: expected schema {SCHEMA!r}, got {document.get('schema')!r}")
     return document["rows"], path
+
+
+def document(rows: list[dict], command: str) -> dict:
+    """The recorded document (:data:`SCHEMA`) of :func:`measure`'s rows on this GPU, as :func:`latest_recording`
+    reads it back."""
+    import torch
+
+    from sagelib.measure import bench
+    from sagelib.records.datafile import utc_stamp
+
+    return {"schema": SCHEMA, "created_utc": utc_stamp(), "device": bench.device_summary(torch.device("cuda")),
+            "command": command, "rows": rows}
