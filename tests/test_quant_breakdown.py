@@ -2,7 +2,6 @@
 tested in test_commands_study.py)."""
 
 import json
-from pathlib import Path
 
 import pytest
 
