@@ -25,7 +25,7 @@ from sagelib.commands.args import output_file
 from sagelib.errors import InputError, KernelUnavailable, UsageError
 from sagelib.measure.bench_suites import SUITES
 
-#: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
+#: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; the suites
 #: too). On the H200 a D64 case timed right after a D128 one read 3-5% slow end to end, with a 5-6% IQR, at 0 s;
 #: after 2, 5 or 10 s it read the same within 0.5% (EXPERIMENT_LOG seq 182).
 CUDA_COOLDOWN_S = 2.0

@@ -22,7 +22,7 @@ SM90_CASES = [
     (500, 500, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", "float16"),
     (400, 100, 64, "HND", 40, 8, True, "bottom_right", "per_thread", "", "float16"),
 ]
-#: The tools run by default, as scripts/sanitize.sh ran them.
+#: The tools run by default (memcheck finds bad accesses, racecheck shared-memory races).
 DEFAULT_TOOLS = ("memcheck", "racecheck")
 #: Failed driver API calls are not reported: cuda-bindings probes entry points with cuGetProcAddress when it builds
 #: a TMA descriptor, and each probe that finds nothing would count as an error; a failed call our code makes raises.
