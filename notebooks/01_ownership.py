@@ -147,9 +147,10 @@ if measured_hw is not ownership.H200:
 # The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; notes/kernels.md).
 # Its kernel-only speed as recorded by the full bench (`sagelib bench --suite default`, once
 # `scripts/bench_cuda.py`) on the H200 (never measured here: notebook 03 measures it live),
-# beside the projected bounds of the same structure from the measured unit rates. The gap to the serial bound is what the next step has to
-# explain: a clock64 trace of the consumer loop puts the softmax phase of one 64 x 128 tile
-# at about 1330 of a warpgroup's 2420 cycles per block, latency-bound rather than exp2-bound.
+# beside the projected bounds of the same structure from the measured unit rates. The gap to the
+# serial bound is what the next step has to explain: a clock64 trace of the consumer loop puts
+# the softmax phase of one 64 x 128 tile at about 1330 of a warpgroup's 2420 cycles per block,
+# latency-bound rather than exp2-bound.
 
 # %%
 def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
