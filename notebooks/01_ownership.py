@@ -154,11 +154,12 @@ if measured_hw is not ownership.H200:
 # %% [markdown]
 # ## The structure built, against its projection
 # The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; docs/design/sm90-kernel.md).
-# Its kernel-only speed as recorded by `scripts/bench_cuda.py` on the H200 (never measured
-# here: notebook 03 measures it live), beside the projected bounds of the same structure
-# from the measured unit rates. The gap to the serial bound is what the next step has to
-# explain: a clock64 trace of the consumer loop puts the softmax phase of one 64 x 128 tile
-# at about 1330 of a warpgroup's 2420 cycles per block, latency-bound rather than exp2-bound.
+# Its kernel-only speed as recorded by the full bench (`sagelib bench --suite default`, once
+# `scripts/bench_cuda.py`) on the H200 (never measured here: notebook 03 measures it live),
+# beside the projected bounds of the same structure from the measured unit rates. The gap to the
+# serial bound is what the next step has to explain: a clock64 trace of the consumer loop puts
+# the softmax phase of one 64 x 128 tile at about 1330 of a warpgroup's 2420 cycles per block,
+# latency-bound rather than exp2-bound.
 
 # %%
 def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
@@ -195,7 +196,7 @@ def show_recorded(rows, document, path, missing):
         display(plots.table(rows))
     else:
         display(Markdown(f"No recorded {missing} kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
-                         "data/results: run `python3 scripts/bench_cuda.py` on a GPU and keep its output there."))
+                         "data/results: run `sagelib bench --suite default --out FILE.json` on a GPU and keep the file there."))
 
 
 results.add("built structure against projection", built)
@@ -265,7 +266,7 @@ if rotation_rows:
     results.figure(fig, "three_consumer_built")
 else:
     display(Markdown(f"No recording with `cuda-sm90-k64` kernel-only figures for B={batch}, H={heads}, N={n_tokens} "
-                     "in data/results: run `python3 scripts/bench_cuda.py` on an sm_90 GPU and keep its output there."))
+                     "in data/results: run `sagelib bench --suite default --out FILE.json` on an sm_90 GPU and keep the file there."))
 
 # %% [markdown]
 # ## Three consumers on the preset's own step (head_dim 64)
@@ -352,7 +353,7 @@ if built_doc is not None:
 
 # %% [markdown]
 # ## What the schedule experiments on the built kernel measured (recorded sweeps)
-# Every build variant `scripts/sweep_sm90.py` timed on the H200, as its speed against the
+# Every build variant `sagelib sweep` timed on the H200, as its speed against the
 # baseline build of the same call (kernel only; ratios across calls would mix in the card's
 # drift). Each file is cited by an experiment-log record that says what was tried and why it
 # was kept or closed. Variants whose output disagreed with the baseline's are listed under
@@ -399,7 +400,7 @@ else:
 # two softmaxes. The aliased build (record sm90-alias-inner) also hid a warpgroup's own Q.K^T: the
 # score buffer a softmax has consumed becomes the block's P.V accumulator, then the buffer of the
 # Q.K^T two blocks ahead, which fits the registers without a third buffer. Below, CTA 0's traced
-# blocks at B2 N8192 D128 (`scripts/profile_sm90.py --trace`): turn, issue and wait shrank, the fold
+# blocks at B2 N8192 D128 (`sagelib profile sm90 --trace`): turn, issue and wait shrank, the fold
 # took the next Q.K^T's issue, and the softmax, now beside the warpgroup's own Q.K^T and the other
 # softmax, grew by more. Its loop runs two blocks per pass (the buffers swap roles); the second
 # half spills around the row max and is drawn apart. Kernel only it ran at 0.83-0.92x.
@@ -579,7 +580,7 @@ else:
 # ## What each unit's work costs under the power cap (recorded)
 # The cycles above are only half of speed: under sustained N=16384 load the card holds its board
 # power at the 700 W cap by lowering the SM clock, so a unit's energy per operation costs clock.
-# `scripts/sweep_sm90.py --ablate --sustain 4` runs each leave-one-out build back to back for 4 s
+# `sagelib sweep --ablate --sustain 4` runs each leave-one-out build back to back for 4 s
 # from idle while nvidia-smi samples the clock and the instantaneous power (`sagelib.measure.power`), and
 # keeps what follows the first second (record sm90-energy-per-unit). A build that leaves the cap
 # runs at 1,980 MHz: its gain is cycles and clock together. Leaving out the K/V copies (the L2-to-SM
@@ -642,7 +643,7 @@ results.figure(fig, "tile_scheduler_balance")
 # %% [markdown]
 # ## What a tile change costs, and what taking the next tile early bought (recorded)
 # A consumer's tile is its key blocks plus a change: waiting for the next Q slot and decoding the
-# tile, the first Q.K^T, and the epilogue's stores. CTA 0's traced walk (`scripts/profile_sm90.py
+# tile, the first Q.K^T, and the epilogue's stores. CTA 0's traced walk (`sagelib profile sm90
 # --trace`, record sm90-tile-change) put that change at about a quarter of an 8-block tile at
 # N=1024: the same key blocks run at the same period at every N, so short sequences paid it in full.
 # The kernel now decodes tiles by multiply-high division, takes the next tile before the epilogue

@@ -19,12 +19,16 @@ from sagelib.errors import EXIT_USAGE, SagelibError, exit_code
 # One module per subcommand, in the order `sagelib --help` lists them.
 COMMAND_MODULES = (
     "sagelib.commands.run",
+    "sagelib.commands.gpu_run",
     "sagelib.commands.bench",
     "sagelib.commands.targets",
     "sagelib.commands.profile",
     "sagelib.commands.log",
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
+    "sagelib.commands.sweep",
+    "sagelib.commands.study",
+    "sagelib.commands.ab",
 )
 
 

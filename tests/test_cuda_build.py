@@ -169,7 +169,7 @@ def test_a_macro_no_kernel_reads_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_scripts_defines_are_checked_as_build_options():
-    """scripts/microbench_softmax.py and scripts/profile_sm90.py take --define NAME[=VALUE]."""
+    """`sagelib study softmax` and `sagelib profile sm90` take --define NAME[=VALUE]."""
     from sagelib.cuda.build import define_options
     assert define_options(["SM90_ABLATE_PACK=1", "SM90_TRACE"]) == ("-DSM90_ABLATE_PACK=1", "-DSM90_TRACE")
     assert define_options([]) == ()

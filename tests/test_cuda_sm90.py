@@ -296,51 +296,6 @@ def test_both_kernels_read_the_same_flag_bits():
         assert mma[name] == sm90[name] == value, name
 
 
-def _sweep_script():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "sweep_sm90.py"
-    spec = importlib.util.spec_from_file_location("sweep_sm90", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
-    sweep = _sweep_script()
-    everything = list(sweep.variants(128))
-    assert [name for name, _, _ in everything].count("default") == len(sweep.STAGES[128])  # one per ring depth
-    assert not any(name.startswith("d64") for name, _, _ in everything)
-    assert any(name == "d64-overlap" for name, _, _ in sweep.variants(64))
-    chosen = list(sweep.variants(128, only=("default", "no-pingpong")))
-    assert [(name, stages) for name, stages, _ in chosen] == [("default", None), ("no-pingpong", None)]
-    with pytest.raises(SystemExit) as exit_info:
-        sweep.main(["--build-only", "--variants", "default,no-such-schedule"])
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert "--variants" in err and "no-such-schedule" in err and "default" in err
-    assert sweep.parse_schedule("one Q slot=-DSM90_Q_SLOTS=1 -USM90_TRACE") == ("one Q slot",
-                                                                           ("-DSM90_Q_SLOTS=1", "-USM90_TRACE"))
-    extra = {**sweep.SCHEDULES, "one Q slot": ("-DSM90_Q_SLOTS=1",)}
-    assert [o for n, _, o in sweep.variants(128, only=("one Q slot",), schedules=extra)] == [("-DSM90_Q_SLOTS=1",)]
-    for bad, expected in (("no-equals", "expected NAME=-DMACRO"), ("=-DX=1", "expected NAME=-DMACRO"),
-                          ("x=--use_fast_math", "expected -DNAME[=VALUE] or -UNAME words, got ['--use_fast_math']")):
-        with pytest.raises(SystemExit):
-            sweep.main(["--build-only", "--schedule", bad])
-        assert f"--schedule: {expected}" in capsys.readouterr().err
-    k64 = [(name, stages) for name, stages, _ in sweep.variants(64, cta_k=64) if name == "default"]
-    assert k64 == [("default", s) for s in sweep.STAGES_K64[64]]
-    with pytest.raises(SystemExit) as exit_info:
-        sweep.main(["--build-only", "--cta-k", "32"])
-    assert exit_info.value.code == 2
-    assert "--cta-k: expected 64" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exit_info:
-        sweep.main(["--rounds", "0"])
-    assert exit_info.value.code == 2
-    assert "--rounds: expected a whole number of 1 or more, got 0" in capsys.readouterr().err
-
-
 def test_a_causal_call_takes_the_causal_instance_where_one_is_built():
     from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""sagelib.studies.softmax_beside (scripts/microbench_softmax.py --beside): the softmax step beside another
+"""sagelib.studies.softmax_beside (`sagelib study softmax --beside`): the softmax step beside another
 warpgroup's work on sm_90, and its recordings."""
 
 import json
@@ -100,17 +100,3 @@ def test_the_two_softmax_recording_reads_back():
     runs, document, path = softmax_beside.latest_recording(stem=softmax_beside.TWO_SOFTMAX_STEM)
     assert path is not None and document["softmax_warpgroups"] == 2
     assert all([r["kind"] for r in rows] == list(softmax_beside.TWO_SOFTMAX_KINDS) for rows in runs)
-
-
-def test_the_script_refuses_a_define_no_kernel_reads_before_it_needs_a_gpu(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "scripts" / "microbench_softmax.py"
-    spec = importlib.util.spec_from_file_location("microbench_softmax_script", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    with pytest.raises(SystemExit) as exited:
-        script.main(["--define", "SM90_ABLATE_PAKC=1"])
-    assert exited.value.code == 2
-    assert "--define: no kernel source reads the macro of ['-DSM90_ABLATE_PAKC=1']" in capsys.readouterr().err

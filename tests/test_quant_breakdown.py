@@ -1,23 +1,13 @@
-"""sagelib.studies.quant_breakdown and scripts/quant_breakdown.py: the call pass by pass, and each fusion's ceiling."""
+"""sagelib.studies.quant_breakdown: the call pass by pass, and each fusion's ceiling (`sagelib study quant-breakdown`,
+tested in test_commands_study.py)."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from sagelib import backends
 from sagelib.backends.kernels import sm90
 from sagelib.studies import quant_breakdown
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "quant_breakdown.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("quant_breakdown_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_each_ceiling_takes_away_its_own_pass():
@@ -94,25 +84,3 @@ def test_the_reason_is_the_backends_own(monkeypatch):
 def test_measure_refuses_fewer_than_one_round():
     with pytest.raises(ValueError, match="rounds: expected a whole number of 1 or more, got 0"):
         quant_breakdown.measure(None, rounds=0)
-
-
-@pytest.mark.parametrize("argv,message", [(["--rounds", "0"], "--rounds: expected a whole number of 1 or more"),
-                                          (["--shapes", "2:32"], "shape: expected B:H:N:D")])
-def test_the_script_refuses_bad_arguments(argv, message, capsys):
-    with pytest.raises(SystemExit):
-        _script().main(argv)
-    assert message in capsys.readouterr().err
-
-
-@pytest.mark.gpu
-def test_the_script_times_every_pass_and_writes_its_rows(tmp_path):
-    reason = sm90.unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    out = tmp_path / "breakdown.json"
-    assert _script().main(["--shapes", "1:4:1000:128", "--rounds", "1", "--out", str(out)]) == 0
-    doc = json.loads(out.read_text())
-    assert doc["schema"] == quant_breakdown.SCHEMA and doc["command"].endswith("--out " + str(out))
-    (row,) = doc["rows"]
-    assert set(row["times_ms"]) == set(quant_breakdown.PASSES) and all(v > 0 for v in row["times_ms"].values())
-    assert len(row["ceilings"]) == len(quant_breakdown.ceilings(quant_breakdown.PassTimes(**row["times_ms"])))

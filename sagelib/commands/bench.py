@@ -3,11 +3,17 @@
     sagelib bench --backends sdpa-flash,sdpa-cudnn,cuda --shapes 2:32:16384:128,8:32:4096:128 \\
                   --causal no,yes --dtype fp16 --out bench.json
     sagelib bench --list                # backends and whether each can run here
+    sagelib bench --suite default --out bench.json   # the full bench `sagelib targets` reads (quantizers first)
+    sagelib bench --suite quick | --suite quant      # fewer shapes and reps | the quantizers alone
 
 Prints a table (median, IQR, TOPS, ratio to every peer in the run, output check) and, with
 --out, writes the JSON document of :mod:`sagelib.measure.bench` (environment, ceilings, every record).
+A suite (sagelib.measure.bench_suites) sets the backends, shapes, causal modes and repetitions
+(flags given override them), skips the backends that cannot run here, and measures the quantizers
+first; its document is the one recorded as data/results/*-bench-<tree>.json.
 Exit status: 0 when every case ran and passed its output check, 1 when one failed, 2 for bad
-input (unknown backend or shape syntax, a backend that cannot run here, no GPU).
+input (unknown backend or shape syntax, a backend that cannot run here, no GPU), 3 for a suite
+without a GPU.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import shlex
 import sys
 
 from sagelib.commands.args import output_file
-from sagelib.errors import KernelUnavailable, UsageError
+from sagelib.errors import InputError, KernelUnavailable, UsageError
+from sagelib.measure.bench_suites import SUITES
 
-#: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; scripts/bench_cuda.py
+#: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; the suites
 #: too). On the H200 a D64 case timed right after a D128 one read 3-5% slow end to end, with a 5-6% IQR, at 0 s;
 #: after 2, 5 or 10 s it read the same within 0.5% (EXPERIMENT_LOG seq 182).
 CUDA_COOLDOWN_S = 2.0
@@ -36,24 +43,31 @@ def register(subparsers) -> None:
         help="time attention backends (CUDA events, rotated inputs) and compare with the peers",
         description=__doc__.split("\n\n")[0],
     )
-    parser.add_argument("--backends", metavar="A,B", default="sdpa-flash,sdpa-cudnn",
-                        help="comma-separated backend names (see --list); default sdpa-flash,sdpa-cudnn")
-    parser.add_argument("--shapes", metavar="B:H:N:D[,..]", default="2:32:16384:128",
-                        help="comma-separated shapes B:H:N:D or B:H:NQ:NKV:D (default 2:32:16384:128)")
-    parser.add_argument("--causal", metavar="no|yes|no,yes", default="no", help="default no")
+    parser.add_argument("--suite", metavar="NAME",
+                        help="a named bench: " + "; ".join(f"{n}: {s.help}" for n, s in SUITES.items()))
+    parser.add_argument("--no-quant", action="store_true",
+                        help="with --suite default or quick: measure the copy bandwidth but no quantizer")
+    parser.add_argument("--backends", metavar="A,B",
+                        help="comma-separated backend names (see --list); default sdpa-flash,sdpa-cudnn, "
+                             "or the suite's")
+    parser.add_argument("--shapes", metavar="B:H:N:D[,..]",
+                        help="comma-separated shapes B:H:N:D or B:H:NQ:NKV:D (default 2:32:16384:128, or the suite's)")
+    parser.add_argument("--causal", metavar="no|yes|no,yes", help="default no (a suite's: no,yes)")
     parser.add_argument("--dtype", default="fp16", metavar="fp16|bf16", help="default fp16")
     parser.add_argument("--layout", default="HND", metavar="HND|NHD", help="default HND")
-    parser.add_argument("--reps", type=int, default=30, help="timed repetitions per case (default 30)")
+    parser.add_argument("--reps", type=int, help="timed repetitions per case (default 30, a suite's 20 or 10)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls first (default 5)")
-    parser.add_argument("--budget-s", type=float, default=2.0,
-                        help="fewer repetitions (not under 5) when a case would take longer (default 2 s)")
+    parser.add_argument("--budget-s", type=float,
+                        help="fewer repetitions (not under 5) when a case would take longer (default 2 s, a suite's "
+                             "1.5 s)")
     parser.add_argument("--cooldown-s", type=float, default=None,
                         help="idle seconds before each timed case, so none starts under the power cap a heavy case "
                              f"before it left (default {CUDA_COOLDOWN_S:g} on cuda, 0 on cpu)")
     parser.add_argument("--no-kernel-only", action="store_true",
                         help="skip the kernel-only timing of quantized backends")
-    parser.add_argument("--ceilings", choices=("measure", "skip"), default="measure",
-                        help="measure the card's int8/fp8/bf16 GEMM and copy ceilings first (default)")
+    parser.add_argument("--ceilings", choices=("measure", "skip"),
+                        help="measure the card's int8/fp8/bf16 GEMM and copy ceilings first (default measure; "
+                             "skip with --suite)")
     parser.add_argument("--device", default="cuda", metavar="cuda|cpu",
                         help="cuda (default); cpu only for a functional smoke run, timed by the host clock")
     parser.add_argument("--seed", type=int, default=0)
@@ -63,7 +77,47 @@ def register(subparsers) -> None:
     parser.set_defaults(func=main)
 
 
-def _plan(args):
+#: The flags a suite sets, with their values without one.
+PLAIN_DEFAULTS = {"backends": "sdpa-flash,sdpa-cudnn", "shapes": "2:32:16384:128", "causal": "no", "reps": 30,
+                  "budget_s": 2.0, "ceilings": "measure"}
+
+
+def apply_suite(args):
+    """Fill the flags left out from ``--suite``'s values, or the plain defaults; the Suite, or None without one."""
+    from sagelib.measure import bench_suites
+
+    chosen = None
+    if args.suite is not None:
+        try:
+            chosen = bench_suites.suite(args.suite)
+        except InputError as exc:
+            raise UsageError(f"{exc}; `sagelib bench --help` describes each") from None
+        if args.device != "cuda":
+            raise UsageError(f"--suite {args.suite}: times our kernels on a GPU; leave out --device {args.device}")
+        if args.no_quant and not chosen.attention:
+            raise UsageError("--no-quant: --suite quant measures only the quantizers; leave out one of them")
+    elif args.no_quant:
+        raise UsageError("--no-quant: skips the quantizers of a suite; add --suite default or --suite quick")
+    values = PLAIN_DEFAULTS if chosen is None else {
+        "backends": ",".join(chosen.backends), "shapes": chosen.shapes, "causal": chosen.causal, "reps": chosen.reps,
+        "budget_s": chosen.budget_s, "ceilings": "skip"}
+    for name, value in values.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return chosen
+
+
+def _suite_backends(names: list[str]) -> list[str]:
+    """A suite's backends that can run here; each one skipped is named with its reason."""
+    from sagelib.measure import recordings
+
+    usable, skipped = recordings.usable_backends(names)
+    for name, reason in skipped.items():
+        print(f"sagelib bench: backend {name}: skipped ({reason})", file=sys.stderr)
+    return usable
+
+
+def _plan(args, suite=None):
     import torch
 
     from sagelib import backends as registry
@@ -104,6 +158,10 @@ def _plan(args):
             f"--device cuda: no CUDA GPU is visible to torch {torch.__version__}; run on a GPU host, "
             "or pass --device cpu --backends reference for a functional smoke run (not a benchmark)")
     names = [registry.resolve_auto() if n == "auto" else n for n in names]
+    if suite is not None:
+        names = _suite_backends(names)
+        if not names:
+            raise KernelUnavailable(f"--suite {args.suite}: none of its backends can run here (above)")
     for name in names:
         reason = registry.get(name, require_available=False).unavailable_reason()
         if reason is not None:
@@ -125,7 +183,16 @@ def list_backends() -> int:
 def main(args) -> int:
     if args.list:
         return list_backends()
-    plan = _plan(args)
+    suite = apply_suite(args)
+    if suite is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise KernelUnavailable(f"--suite {args.suite}: no CUDA GPU is visible to torch {torch.__version__}; "
+                                    "run it on a GPU host")
+        if not suite.attention:
+            return run_quant_suite(args)
+    plan = _plan(args, suite)
 
     import torch
 
@@ -141,8 +208,13 @@ def main(args) -> int:
         print("sagelib bench: measuring the card's ceilings", file=sys.stderr)
         ceilings = measure_ceilings(device)
         print(format_ceilings(ceilings))
-    command = "sagelib bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if sys.argv[1:2] == ["bench"] else None
+    command = _command(args)
+    quantizers = _quantizers(args, command) if suite is not None else None
     document = run_sweep(plan, device, ceilings=ceilings, command=command, progress=not args.no_progress)
+    if quantizers is not None:
+        from sagelib.measure.bench_suites import with_quantizers
+
+        document = with_quantizers(document, quantizers)
     print(format_table(document))
     if args.out:
         bench_records.write_json(document, out)
@@ -152,3 +224,29 @@ def main(args) -> int:
         print(f"sagelib bench: FAILED {r['backend']} {r['mode']}: "
               f"{r.get('error') or (r.get('check') or {}).get('problem')}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _command(args) -> str:
+    given = sys.argv[2:] if sys.argv[1:2] == ["bench"] else ["--suite", args.suite] if args.suite else None
+    return "sagelib bench " + " ".join(shlex.quote(a) for a in given) if given is not None else None
+
+
+def _quantizers(args, command):
+    """The copy bandwidth and (unless --no-quant) the quantizers' rows, printed; a sagelib.quantizers/1 document."""
+    from sagelib.measure import quant_bench
+
+    quantizers = quant_bench.measure(() if args.no_quant else quant_bench.SHAPES, command=command)
+    print(quant_bench.format_rows(quantizers["rows"], quantizers["copy_tb_s"]))
+    return quantizers
+
+
+def run_quant_suite(args) -> int:
+    """--suite quant: the quantizers alone, their document written with --out."""
+    from sagelib.measure import recordings as bench_records
+
+    out = output_file("--out", args.out) if args.out else None
+    quantizers = _quantizers(args, _command(args))
+    if out:
+        bench_records.write_json(quantizers, out)
+        print(f"sagelib bench: wrote {out}")
+    return 0

@@ -4,9 +4,13 @@
     sagelib profile ncu --backend sdpa-cudnn --shape 1:32:4096:128 --out ncu.json
     sagelib profile ncu --backend cuda --mode kernel_only --kernel attn --shape 1:32:4096:128
     sagelib profile sanitize --tool memcheck --backend cuda --shape 1:2:1000:128
+    sagelib profile sanitize --cases                       # memcheck and racecheck over every kernel, small cases
     sagelib profile ptxas                                  # registers/spills/smem per kernel and arch
     sagelib profile stalls --backend cuda-sm90 --mode kernel_only --kernel attn_sm90 --shape 2:32:8192:128
     sagelib profile stalls --from-csv source.csv           # summarise a source page ncu wrote elsewhere
+    sagelib profile sm90 --trace --shape 32:32:1024:128    # the Hopper kernel's phase timeline and tile walk
+    ncu --clock-control none -k regex:attn_sm90 --launch-skip 1 --launch-count 1 \
+        sagelib profile sm90 --shape 2:32:8192:128         # one prepared Hopper problem for ncu (any build)
 
 ncu always runs with --clock-control none, on one call of the backend made after warm-up.
 Exit status: 0 on success, 1 when the tool ran and found a problem (or could not profile),
@@ -50,9 +54,14 @@ def register(subparsers) -> None:
     ncu.add_argument("--out", metavar="FILE.json")
     ncu.set_defaults(func=cmd_ncu)
 
-    san = verbs.add_parser("sanitize", help="compute-sanitizer on one call of a backend")
-    _target_arguments(san)
-    san.add_argument("--tool", default="memcheck", help="memcheck, racecheck, initcheck or synccheck")
+    san = verbs.add_parser("sanitize", help="compute-sanitizer on one call of a backend, or on small cases of every "
+                                            "kernel (--cases)")
+    _target_arguments(san, required=False)
+    san.add_argument("--cases", action="store_true",
+                     help="every CUDA kernel on small ragged, GQA, causal and NHD cases (sagelib.measure.sanitize_cases)"
+                          " instead of one backend call; tools memcheck and racecheck unless --tool is given")
+    san.add_argument("--tool", action="append", metavar="TOOL",
+                     help="memcheck (default), racecheck, initcheck or synccheck; repeatable")
     san.add_argument("--out", metavar="FILE.json")
     san.set_defaults(func=cmd_sanitize)
 
@@ -69,6 +78,22 @@ def register(subparsers) -> None:
     stalls.add_argument("--out", metavar="FILE.json")
     stalls.set_defaults(func=cmd_stalls)
 
+    sm90 = verbs.add_parser("sm90", help="the Hopper kernel on one prepared problem: launched for ncu or a steady "
+                                         "load, or traced (--trace: each phase's cycles, CTA 0's tile walk)")
+    sm90.add_argument("--shape", default="2:32:8192:128", metavar="B:H:N:D", help="default 2:32:8192:128")
+    sm90.add_argument("--causal", default="no", metavar="no|yes")
+    sm90.add_argument("--launches", type=int, default=2, help="launches (default 2)")
+    sm90.add_argument("--seconds", type=float, default=0.0, help="then keep launching this long, and print the rate")
+    sm90.add_argument("--define", action="append", default=[], metavar="MACRO=V",
+                      help="a -D option for the kernel build (repeatable)")
+    sm90.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0 (an SM90_TRACE build)")
+    sm90.add_argument("--cta-k", type=int, default=None, help="64: the three-consumer geometry (ops_sm90.geometry_for)")
+    sm90.add_argument("--consumers", type=int, default=None,
+                      help="build Sm90Geometry<consumers, cta_k> instead of the preset's (experiments)")
+    sm90.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")
+    sm90.set_defaults(func=cmd_sm90)
+
+    verbs.add_parser("launch-cases", help=argparse.SUPPRESS).set_defaults(func=cmd_launch_cases)
     launch = verbs.add_parser("launch", help=argparse.SUPPRESS)  # the program ncu/sanitizer run
     _target_arguments(launch)
     launch.add_argument("--warmup", type=int, default=3)
@@ -170,20 +195,81 @@ def format_ncu(kernels) -> str:
 
 
 def cmd_sanitize(args) -> int:
-    from sagelib.measure import profiling
+    from sagelib.measure import profiling, sanitize_cases
 
-    causal = _validated_target(args)
-    if args.tool not in profiling.SANITIZER_TOOLS:
-        raise UsageError(f"--tool: expected one of {', '.join(profiling.SANITIZER_TOOLS)}, got {args.tool!r}")
+    if args.cases and args.backend:
+        raise UsageError("--cases: runs every kernel on its own small cases; leave out --backend (or --cases)")
+    if not args.cases and not args.backend:
+        raise UsageError("--backend: give the backend whose call to sanitize, or --cases for every kernel")
+    causal = None if args.cases else _validated_target(args)
+    tools = args.tool or (sanitize_cases.DEFAULT_TOOLS if args.cases else ("memcheck",))
+    for tool in tools:
+        if tool not in profiling.SANITIZER_TOOLS:
+            raise UsageError(f"--tool: expected one of {', '.join(profiling.SANITIZER_TOOLS)}, got {tool!r}")
     _check_outputs(args, "--out")
     status = profiling.tool_status("compute-sanitizer")
-    if not status.available:
-        raise KernelUnavailable(f"compute-sanitizer: {status.reason}")
-    report = profiling.sanitize(_program(args, causal), args.tool)
-    verdict = "clean" if report.clean else f"NOT clean: {report.reason}"
-    print(f"compute-sanitizer {args.tool} on {args.backend} {args.shape}: {verdict}")
-    _write(args.out, dataclasses.asdict(report))
-    return 0 if report.clean else 1
+    if args.cases:
+        from sagelib import backends
+
+        reason = backends.get("cuda", require_available=False).unavailable_reason()
+        if reason or not status.available:
+            raise KernelUnavailable(f"--cases runs our CUDA kernels under compute-sanitizer: {reason or status.reason}")
+        built, reports = sanitize_cases.sanitize_all(tools)
+        if not built:
+            print("sagelib profile sanitize: the cases failed outside the sanitizer (above); nothing sanitized",
+                  file=sys.stderr)
+            return 1
+        target = "every kernel's small cases"
+    else:
+        if not status.available:
+            raise KernelUnavailable(f"compute-sanitizer: {status.reason}")
+        reports = [profiling.sanitize(_program(args, causal), tool) for tool in tools]
+        target = f"{args.backend} {args.shape}"
+    for report in reports:
+        verdict = "clean" if report.clean else f"NOT clean: {report.reason}"
+        print(f"compute-sanitizer {report.tool} on {target}: {verdict}")
+    documents = [dataclasses.asdict(report) for report in reports]
+    _write(args.out, documents[0] if len(documents) == 1 else documents)
+    return 0 if all(report.clean for report in reports) else 1
+
+
+def cmd_sm90(args) -> int:
+    from sagelib.backends.kernels import ops_sm90
+    from sagelib.cuda.build import define_options
+    from sagelib.measure import sm90_trace
+    from sagelib.measure.bench import parse_causal, parse_shape
+
+    try:
+        options = define_options(args.define)
+        shape, causal = parse_shape(args.shape), parse_causal(args.causal)
+    except ValueError as exc:
+        raise UsageError(str(exc) if str(exc).startswith("--") else f"--{exc}") from None
+    if shape.seq_q != shape.seq_kv or len(causal) != 1:
+        raise UsageError(f"--shape/--causal: one B:H:N:D problem and no or yes, got {args.shape!r} and {args.causal!r}")
+    if args.launches < 0 or args.seconds < 0:
+        raise UsageError(f"--launches/--seconds: expected 0 or more, got {args.launches} and {args.seconds}")
+    if args.cta_k not in (None, 64, 128):
+        raise UsageError(f"--cta-k: expected 64 (the three-consumer geometry) or 128 (the preset's), got {args.cta_k}")
+    if args.trace and args.seconds:
+        raise UsageError("--trace records one warm launch; leave out --seconds (a steady load) or --trace")
+    reason = ops_sm90.unavailable_reason()
+    if reason:
+        raise KernelUnavailable(f"the Hopper kernel: {reason}")
+    problem = sm90_trace.Problem(shape.batch, shape.heads, shape.seq_q, shape.head_dim, causal[0], options,
+                                 args.cta_k, args.consumers, args.stages)
+    if args.trace:
+        print(sm90_trace.format_trace(sm90_trace.record_trace(problem)))
+        return 0
+    rate = sm90_trace.launch(problem, args.launches, args.seconds)
+    if rate:
+        print(rate)
+    return 0
+
+
+def cmd_launch_cases(args) -> int:
+    from sagelib.measure import sanitize_cases
+
+    return 1 if sanitize_cases.run_cases() else 0
 
 
 def cmd_ptxas(args) -> int:

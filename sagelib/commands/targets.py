@@ -1,7 +1,7 @@
 """``sagelib targets``: where the open issues' speed targets stand in a recorded bench document.
 
     sagelib targets                      # the newest recording in data/results that measured the targets' cases
-    sagelib targets --from bench.json    # a document of `sagelib bench --out` or scripts/bench_cuda.py
+    sagelib targets --from bench.json    # a document of `sagelib bench --out`, e.g. --suite default
     sagelib targets --from bench.json --with rerun.json   # a case of it re-measured (repeatable)
     sagelib targets --strict             # exit 1 unless every target is measured and met
     sagelib targets --history            # every recording in data/results, oldest first: how the targets moved
@@ -46,7 +46,7 @@ def run(args) -> int:
         recordings = targets.history()
         if not recordings:
             raise UsageError("no recorded bench document in data/results measured any target's case; run "
-                             "`python3 scripts/bench_cuda.py --out DIR` on an H200 and keep DIR/bench.json there")
+                             "`sagelib bench --suite default --out FILE.json` on an H200 and keep FILE.json there")
         print(targets.format_history(recordings))
         return 0
     if args.source is not None:
@@ -59,7 +59,7 @@ def run(args) -> int:
         document, path = targets.latest_document()
         if document is None:
             raise UsageError("no recorded bench document in data/results measured any target's case; run "
-                             "`python3 scripts/bench_cuda.py --out DIR` on an H200 and pass DIR/bench.json with --from")
+                             "`sagelib bench --suite default --out FILE.json` on an H200 and pass it with --from")
         remeasures = targets.remeasures_of(document, path)
     device = (document.get("device") or {}).get("name", "unknown device")
     tree = targets.source_tree(document) or "unknown"
@@ -78,7 +78,7 @@ def _bench_document(option: str, given: str):
     from sagelib.measure import bench
 
     path = input_file(option, given, "a bench document written by `sagelib bench --out` or "
-                      "scripts/bench_cuda.py (recorded ones are under data/results/)")
+                      "`sagelib bench --suite default --out` (recorded ones are under data/results/)")
     try:
         document = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -86,6 +86,6 @@ def _bench_document(option: str, given: str):
     if not isinstance(document, dict) or document.get("schema") != bench.SCHEMA:
         got = f"schema {document.get('schema')!r}" if isinstance(document, dict) else \
             f"a JSON {type(document).__name__}"
-        raise UsageError(f"{option}: expected a {bench.SCHEMA} document (`sagelib bench --out` or "
-                         f"scripts/bench_cuda.py), got {got} in {path}")
+        raise UsageError(f"{option}: expected a {bench.SCHEMA} document (`sagelib bench --out`, "
+                         f"e.g. with --suite default), got {got} in {path}")
     return document, path

@@ -1,7 +1,7 @@
 """The template instantiations the launcher uses: what gets built, checked and cached.
 
 One list per kernel file, so ``sagelib kernels check`` compiles exactly what
-:mod:`sagelib.backends.kernels.ops` launches.
+the host code in :mod:`sagelib.backends.kernels` launches.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
                       "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3", "bench_mma_sync_f16"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
-    # the Hopper kernel's softmax step alone (scripts/microbench_softmax.py)
+    # the Hopper kernel's softmax step alone (sagelib study softmax)
     "microbench_softmax.cu": ("bench_sm90_softmax",),
-    # ... and beside another warpgroup's wgmma batches and fold (scripts/microbench_softmax.py --beside)
+    # ... and beside another warpgroup's wgmma batches and fold (sagelib study softmax --beside)
     "microbench_softmax_beside.cu": ("bench_sm90_softmax_beside", "bench_sm90_two_softmaxes_beside"),
     # Hopper building blocks (TMA, mbarrier, setmaxnreg, wgmma layouts), checked by tests/test_hopper_smoke.py
     "attn_sm90.cu": tuple(name for (d, c, keys), stages in SM90_STAGES.items()

@@ -117,3 +117,14 @@ def format_ceilings(ceilings: dict[str, dict]) -> str:
             lines.append(f"{name:10s} {c['value']:8.1f} {c.get('unit', ''):5s} "
                          f"({c.get('what', '?')}{spread}, {c.get('timer', '?')})")
     return "\n".join(lines)
+
+
+def int8_row_major_b(device: torch.device, size: int = 8192) -> dict:
+    """torch._int_mm with a row-major B (cuBLAS's int8 GEMM prefers B column-major, as measure_ceilings times it):
+    the TOPS and timing statistics of one ``size``-cubed GEMM, for comparison with the int8 ceiling."""
+    g = torch.Generator(device=device)
+    g.manual_seed(1)
+    a, b = _rand((size, size), torch.int8, device, g), _rand((size, size), torch.int8, device, g)
+    stats = summarize(time_calls([lambda: torch._int_mm(a, b)], device,
+                                 TimingConfig(warmup=3, reps=20, min_reps=5, budget_s=1)))
+    return {"tops": 2 * size**3 / (stats.median_ms * 1e-3) / 1e12, "stats": stats.__dict__}

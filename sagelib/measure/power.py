@@ -8,9 +8,9 @@ kernel that spends less energy per operation gets a higher clock for the same cy
 :func:`sustain` runs one call back to back for a while from idle while ``nvidia-smi`` samples the
 SM clock, the power and the throttle reasons every 100 ms, and summarises the part after the
 ramp (:class:`LoadSummary`): the median clock, the median power, the share of samples at the
-cap, and the time per call over the same window. ``scripts/sweep_sm90.py --sustain S`` uses it
-per build variant (leave-one-out builds included), ``scripts/after_load_probe.py --clock-trace``
-per backend; :func:`sustained_rows` reads such a sweep back for notebook 01. Parsing and
+cap, and the time per call over the same window. ``sagelib sweep --sustain S`` uses it
+per build variant (leave-one-out builds included), as the since deleted ``scripts/after_load_probe.py
+--clock-trace`` did per backend (EXPERIMENT_LOG seq 105); :func:`sustained_rows` reads such a sweep back for notebook 01. Parsing and
 summarising are plain functions, tested on the CPU.
 """
 

@@ -402,8 +402,9 @@ class SanitizerReport:
 
 
 def sanitize(program: list[str], tool: str = "memcheck", *, timeout_s: int = TIMEOUT_S,
-             log_file: str | os.PathLike | None = None) -> SanitizerReport:
-    """Run ``program`` under ``compute-sanitizer --tool TOOL``; clean means 0 errors and exit 0."""
+             log_file: str | os.PathLike | None = None, extra_args=(), environment=None) -> SanitizerReport:
+    """Run ``program`` under ``compute-sanitizer --tool TOOL`` (with ``extra_args`` before the program, and the
+    variables of ``environment`` set); clean means 0 errors and exit 0."""
     if tool not in SANITIZER_TOOLS:
         raise InputError(f"tool: expected one of {', '.join(SANITIZER_TOOLS)}, got {tool!r}")
     status = tool_status("compute-sanitizer")
@@ -412,10 +413,10 @@ def sanitize(program: list[str], tool: str = "memcheck", *, timeout_s: int = TIM
     argv = [status.path, "--tool", tool, "--error-exitcode", "99"]
     if tool == "memcheck":
         argv += ["--leak-check", "no"]
-    argv += list(program)
+    argv += [*extra_args, *program]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, env=program_environment(),
-                              cwd=REPO_ROOT)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              env={**program_environment(), **(environment or {})}, cwd=REPO_ROOT)
     except subprocess.TimeoutExpired:
         return SanitizerReport(tool, argv, None, None, False, reason=f"did not finish in {timeout_s} s")
     output = done.stdout + done.stderr

@@ -4,7 +4,7 @@ The quantizers are pure memory traffic, so each is measured in TB/s of the bytes
 plus write, against a device-to-device copy timed in the same run (issue 4's target: all of
 quantization together at 70% of copy or better). Each call is timed twice: as called from
 Python (CUDA events around the call) and as GPU work alone (the same call captured in a CUDA
-graph and replayed). Used by scripts/bench_cuda.py and notebook 03.
+graph and replayed). Used by `sagelib bench --suite` and notebook 03.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def measure(shapes=SHAPES, *, command: str) -> dict:
 
 
 def format_rows(rows: list[dict], copy_tb_s: float) -> str:
-    """The table scripts/bench_cuda.py prints: call and GPU times, TB/s, share of copy."""
+    """The table `sagelib bench --suite` prints: call and GPU times, TB/s, share of copy."""
     lines = [f"device copy bandwidth (read + write): {copy_tb_s:.2f} TB/s",
              "call = the Python call timed with events (host overhead included); "
              "gpu = the same work replayed from a CUDA graph",

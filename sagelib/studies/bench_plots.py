@@ -116,7 +116,7 @@ def against_ceilings(document: dict, *, recorded: bool = False):
 def quantizer_bandwidth(quantizers: dict, *, title: str, target: float = 0.70):
     """Each quantizer's TB/s (GPU time, else call time) per shape, against the copy measured with it.
 
-    ``quantizers`` is ``{"copy_tb_s": float, "rows": [...]}`` as scripts/bench_cuda.py and notebook
+    ``quantizers`` is ``{"copy_tb_s": float, "rows": [...]}`` as `sagelib bench --suite default` and notebook
     03 record it (rows of :func:`sagelib.measure.quant_bench.quantizer_rows`).
     """
     copy = quantizers["copy_tb_s"]

@@ -1,6 +1,6 @@
 """Where a key block's cycles go in the Hopper kernel, from recorded phase traces.
 
-``scripts/profile_sm90.py --trace`` prints, for warp 0 of each consumer warpgroup of CTA 0, one
+``sagelib profile sm90 --trace`` prints, for warp 0 of each consumer warpgroup of CTA 0, one
 line per key block::
 
     consumer warpgroup 0, warp 0:

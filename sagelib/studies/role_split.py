@@ -135,7 +135,7 @@ _BLOCK = re.compile(r"block\s+\d+ start\s+\d+\s+softmax\s+(\d+) \| turn\s+(\d+) 
 
 
 def traced_costs(text: str, section: str, tensor_per_gemm: float) -> PhaseCosts:
-    """The median phase costs of one section of printed traces (``scripts/profile_sm90.py --trace``
+    """The median phase costs of one section of printed traces (``sagelib profile sm90 --trace``
     output, sections headed ``== <section>``, as kept in the sweep recordings' ``traces`` field)."""
     parts = re.split(r"^== ", text, flags=re.M)
     body = next((p for p in parts if p.split("\n", 1)[0].strip() == section.strip()), None)

@@ -137,3 +137,68 @@ def side_by_side_projection(rows: list[dict], hw, head_dim: int = 128) -> dict:
     return {"two softmax steps alone": step["nothing"], "two softmax steps beside the batches": step[kind],
             "period (upper-bound structure)": step[kind],
             "projected kernel-only TOPS (upper bound)": _two_block_tops(step[kind], head_dim, hw)}
+
+
+#: Warps per scheduler the softmax step is timed at alone (kernels/microbench_softmax.cu: 128 threads each).
+ALONE_WARPS_PER_SCHEDULER = (1, 2, 3, 4)
+
+
+def measure_alone(iters: int = 2000, options: tuple[str, ...] = ()) -> list[dict]:
+    """The softmax step alone (``kernels/microbench_softmax.cu``, any CUDA GPU sm_89+) at 1 to 4 warps per scheduler,
+    one CTA per SM: per row the SM cycles per step (the W warps of a scheduler each taking one tile step, together)
+    and per warp-step (that divided by W: the throughput when W warps share a scheduler). A configuration that does
+    not launch (e.g. an experiment's build needing more registers than 512 threads get) has ``error`` instead."""
+    if not isinstance(iters, int) or iters < 1:
+        raise InputError(f"iters: expected an int of at least 1 softmax step, got {iters!r}")
+    import torch
+
+    from sagelib.cuda.build import load_function
+    from sagelib.cuda.launch import I32, KernelLaunchError, launch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    fn = load_function("microbench_softmax.cu", "bench_sm90_softmax", options=tuple(options))
+    rows = []
+    for warps_per_scheduler in ALONE_WARPS_PER_SCHEDULER:
+        threads = 128 * warps_per_scheduler
+        cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
+        sink = torch.empty(sms * threads, dtype=torch.float32, device="cuda")
+        row = {"warps_per_scheduler": warps_per_scheduler, "threads": threads}
+        try:
+            for n in (10, iters):  # the first launch warms up (and builds)
+                launch(fn, (sms, 1, 1), (threads, 1, 1), (I32(n), cycles, sink), name="bench_sm90_softmax")
+        except KernelLaunchError as exc:
+            rows.append({**row, "error": str(exc.__cause__ or exc)})
+            continue
+        torch.cuda.synchronize()
+        per_step = statistics.median(cycles.tolist()) / iters
+        rows.append({**row, "cycles_per_step": per_step, "cycles_per_warp_step": per_step / warps_per_scheduler})
+    return rows
+
+
+def format_alone(rows: list[dict]) -> str:
+    """The table of :func:`measure_alone`'s rows."""
+    lines = [f"{'warps/scheduler':>15} {'threads':>8} {'cycles/step':>12} {'cycles/warp-step':>17}"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['warps_per_scheduler']:>15} {r['threads']:>8} did not launch: {r['error']}")
+        else:
+            lines.append(f"{r['warps_per_scheduler']:>15} {r['threads']:>8} {r['cycles_per_step']:>12.0f} "
+                         f"{r['cycles_per_warp_step']:>17.0f}")
+    return "\n".join(lines)
+
+
+def format_beside(rows: list[dict]) -> str:
+    """The table of :func:`measure`'s rows."""
+    lines = [f"{'beside the softmax warpgroup':<38} {'cycles/step':>11} {'x alone':>8} {'batches/kcycle':>15} "
+             f"{'(softmax asleep)':>16}"]
+    for r in rows:
+        lines.append(f"{r['kind']:<38} {r['cycles_per_step']:>11.0f} {r['over_alone']:>8.3f} "
+                     f"{r['batches_per_kcycle']:>15.2f} {r['batches_per_kcycle_alone']:>16.2f}")
+    return "\n".join(lines)
+
+
+def beside_document(rows: list[dict], *, iters: int, softmax_warpgroups: int, options: tuple[str, ...],
+                    command: str, gpu: str) -> dict:
+    """The recorded document (:data:`SCHEMA`) of one :func:`measure` run, as ``latest_recording`` reads it back."""
+    return {"schema": SCHEMA, "command": command, "options": list(options), "softmax_warpgroups": softmax_warpgroups,
+            "gpu": gpu, "runs": [rows]}

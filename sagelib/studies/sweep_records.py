@@ -1,7 +1,7 @@
 """Recorded schedule sweeps of the Hopper kernel: each build variant's speed against its baseline.
 
-``scripts/sweep_sm90.py`` times build variants of ``kernels/attn_sm90.cu`` on the same prepared
-inputs in one call and checks each output against the baseline build's; its JSON (schema
+``sagelib sweep`` (formerly ``scripts/sweep_sm90.py``) times build variants of ``kernels/attn_sm90.cu``
+on the same prepared inputs in one call and checks each output against the baseline build's; its JSON (schema
 ``sagelib.sweep-sm90/1``) is kept in ``data/results/`` with the experiment-log record that cites
 it. Ratios are taken inside one file only: absolute times drift between calls on a shared card.
 Leave-one-out builds (variants named ``ablate: ...``) compute wrong outputs on purpose and are

@@ -1,6 +1,5 @@
-"""scripts/ab_sources.py: versions of source files timed in rotated order, the tree put back."""
+"""``sagelib ab`` (sagelib.measure.ab_sources): versions of source files timed in rotated order, the tree put back."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -8,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "scripts" / "ab_sources.py"
-_spec = importlib.util.spec_from_file_location("ab_sources", _PATH)
-ab = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ab)
+from sagelib import cli
+from sagelib.errors import InputError
+from sagelib.measure import ab_sources as ab
 
 # The command each run executes: it records which version of the file it saw.
 SEE = [sys.executable, "-c", "import sys; open(sys.argv[2] + '/seen.txt', 'w').write(open(sys.argv[1]).read())",
@@ -66,7 +64,7 @@ def test_a_failing_command_is_recorded_not_hidden(tmp_path):
 def test_versions_must_hold_the_same_files(tmp_path):
     root, versions = _tree(tmp_path)
     (versions["b"] / "extra.h").write_text("x")
-    with pytest.raises(SystemExit, match="has no extra.h"):
+    with pytest.raises(InputError, match="has no extra.h"):
         ab.run(versions, SEE, rounds=1, out=tmp_path / "out", root=root)
     assert (root / "kernels" / "k.cu").read_text() == "tree"
 
@@ -75,9 +73,9 @@ def test_snapshot_copies_the_tree_and_refuses_paths_outside_it(tmp_path):
     root, _ = _tree(tmp_path)
     assert ab.snapshot(tmp_path / "snap", ["kernels/k.cu"], None, root=root) == ["kernels/k.cu"]
     assert (tmp_path / "snap" / "kernels" / "k.cu").read_text() == "tree"
-    with pytest.raises(SystemExit, match="inside the repository"):
+    with pytest.raises(InputError, match="inside the repository"):
         ab.snapshot(tmp_path / "snap", ["../escape.cu"], None, root=root)
-    with pytest.raises(SystemExit, match="not a file of the working tree"):
+    with pytest.raises(InputError, match="not a file of the working tree"):
         ab.snapshot(tmp_path / "snap", ["kernels/missing.cu"], None, root=root)
 
 
@@ -92,14 +90,40 @@ def test_snapshot_from_a_git_revision(tmp_path):
     assert (tmp_path / "old" / "kernels" / "k.cu").read_text() == "tree"
 
 
+def _ab(capsys, *argv):
+    code = cli.main(["ab", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def test_command_line_refuses_bad_input_with_the_fix(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        ab.main(["run", "--version", "nofolder", "--out", str(tmp_path), "--", "true"])
-    assert "expected NAME=FOLDER" in capsys.readouterr().err
+    code, _, err = _ab(capsys, "run", "--version", "nofolder", "--out", str(tmp_path), "--", "true")
+    assert code == 2 and "--version 'nofolder': expected NAME=FOLDER" in err
     (tmp_path / "v").mkdir()
-    with pytest.raises(SystemExit):
-        ab.main(["run", "--version", f"v={tmp_path / 'v'}", "--out", str(tmp_path)])
-    assert "the command is missing" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        ab.main(["run", "--version", f"v={tmp_path / 'v'}", "--rounds", "0", "--out", str(tmp_path), "--", "true"])
-    assert "--rounds: expected at least 1" in capsys.readouterr().err
+    code, _, err = _ab(capsys, "run", "--version", f"v={tmp_path / 'v'}", "--out", str(tmp_path))
+    assert code == 2 and "the command is missing" in err
+    code, _, err = _ab(capsys, "run", "--version", f"v={tmp_path / 'v'}", "--rounds", "0", "--out", str(tmp_path),
+                       "--", "true")
+    assert code == 2 and "--rounds: expected at least 1" in err
+    code, _, err = _ab(capsys, "run", "--version", f"v={tmp_path / 'v'}", "--version", f"v={tmp_path / 'v'}",
+                       "--out", str(tmp_path), "--", "true")
+    assert code == 2 and "given twice" in err
+    code, _, err = _ab(capsys, "snapshot", str(tmp_path / "s"), "../outside.cu")
+    assert code == 2 and "inside the repository" in err
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "only_here.cu").write_text("x")
+    code, _, err = _ab(capsys, "run", "--version", f"v={tmp_path / 'v'}", "--version", f"w={tmp_path / 'w'}",
+                       "--out", str(tmp_path / "o"), "--", "true")
+    assert code == 2 and "--version v=" in err and "has no only_here.cu" in err
+
+
+def test_the_command_runs_each_version_and_exits_1_when_a_run_fails(tmp_path, capsys, monkeypatch):
+    root, versions = _tree(tmp_path)
+    monkeypatch.setattr(ab, "ROOT", root)
+    code, out, _ = _ab(capsys, "run", "--version", f"a={versions['a']}", "--version", f"b={versions['b']}",
+                       "--rounds", "1", "--out", str(tmp_path / "out"), "--", *SEE)
+    assert code == 0 and [line.split()[1] for line in out.splitlines()] == ["a", "b"]
+    code, _, _ = _ab(capsys, "run", "--version", f"a={versions['a']}", "--out", str(tmp_path / "out2"), "--",
+                     sys.executable, "-c", "raise SystemExit(4)")
+    assert code == 1
+    assert (root / "kernels" / "k.cu").read_text() == "tree"

@@ -1,0 +1,159 @@
+"""The whole workbook on a GPU host in one call, and its run kept as recordings (``sagelib gpu-run``).
+
+On the GPU host: the notebook stack from a carried wheelhouse when the image lacks it
+(:func:`install_wheelhouse`, see ``scripts/build_wheelhouse.sh``), then ``sagelib run --profile gpu`` into
+``OUT/run`` with its output kept in ``OUT/run.log``, the card and the run's exit status and time in
+``OUT/gpu.txt`` (with whether the wgmma microbenchmark's machine code really issues wgmma,
+:func:`wgmma_sass_lines`), and the run folder packed as ``OUT/run.tgz``. Back on a machine with the
+repository, :func:`record` keeps the run as recordings in ``data/results/`` (what CPU-only runs show):
+
+    <date>-<card>-<stem>.json              schema sagelib.run/1: run.json with every notebook's results.json
+    <date>-<card>-<stem>-performance.json  notebook 03's sweep (sagelib.bench/1), if the run has it
+    <date>-<card>-<stem>-ncu.json          notebook 04's ncu document (sagelib.ncu/1), if the run has it
+
+each with the command and annotations given. A recording is never overwritten: one cited by the experiment log
+must keep its hash. These were ``scripts/gpu_run.sh`` and ``scripts/record_gpu_run.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from sagelib import paths
+from sagelib.errors import InputError
+
+#: What papermill needs to run a notebook; a GPU image often lacks them (the wheelhouse brings them).
+NOTEBOOK_STACK = ("papermill", "nbconvert", "jupytext", "ipykernel")
+SITE = Path("/tmp/site")  #: where a wheelhouse is installed (not the image's own site-packages)
+RUN_SCHEMA = "sagelib.run/1"
+
+
+def stack_missing(python: str = sys.executable, env: dict | None = None) -> str | None:
+    """None when ``python`` imports the notebook stack; otherwise the import error's last line."""
+    done = subprocess.run([python, "-c", "import " + ", ".join(NOTEBOOK_STACK)], capture_output=True, text=True,
+                          env=env)
+    return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["import failed"])[-1]
+
+
+def install_wheelhouse(wheelhouse: Path, env: dict, site: Path = SITE) -> str:
+    """Install the wheels of ``wheelhouse`` into ``site`` (no index, no dependencies resolved) when the notebook stack
+    does not import, and put ``site`` first on ``env``'s PYTHONPATH; a line saying what was done."""
+    missing = stack_missing(env=env)
+    if missing is None:
+        return "notebook stack: already importable"
+    wheels = sorted(str(p) for p in wheelhouse.glob("*.whl"))
+    if not wheels:
+        raise InputError(f"--wheelhouse {str(wheelhouse)!r}: no .whl files, and the notebook stack does not import "
+                         f"({missing}); build one with scripts/build_wheelhouse.sh")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                           "--no-cache-dir", "--upgrade", "--target", str(site), *wheels],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise InputError(f"--wheelhouse: pip could not install its wheels: {(done.stderr or done.stdout)[-600:]}")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    still = stack_missing(env=env)
+    if still is not None:
+        raise InputError(f"--wheelhouse: installed {len(wheels)} wheels, and the notebook stack still does not "
+                         f"import ({still}); rebuild it with scripts/build_wheelhouse.sh for this Python")
+    return f"notebook stack: {len(wheels)} wheels from {wheelhouse} installed into {site}"
+
+
+def gpu_line() -> str:
+    """nvidia-smi's name, driver and clocks of each GPU, or why there are none."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "nvidia-smi: not on PATH"
+    done = subprocess.run([smi, "--query-gpu=name,driver_version,clocks.sm,clocks.mem", "--format=csv"],
+                          capture_output=True, text=True)
+    return (done.stdout or done.stderr).strip()
+
+
+def wgmma_sass_lines(cache: Path) -> list[str]:
+    """For each cached cubin of the wgmma microbenchmark, how many GMMA instructions its SASS holds (it must issue
+    wgmma); a line saying why when that cannot be checked."""
+    from sagelib.cuda.sass import find_cuobjdump
+
+    cuobjdump = find_cuobjdump()
+    cubins = [p for p in sorted(cache.glob("*.cubin")) if b"bench_wgmma" in p.read_bytes()]
+    if cuobjdump is None:
+        return ["wgmma microbenchmark SASS: not checked (no cuobjdump on PATH or in /usr/local/cuda*/bin)"]
+    if not cubins:
+        return [f"wgmma microbenchmark SASS: not checked (no cubin with bench_wgmma in {cache})"]
+    lines = []
+    for cubin in cubins:
+        sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True).stdout
+        count = sum("GMMA" in line for line in sass.splitlines())
+        lines.append(f"wgmma microbenchmark SASS ({cubin.name}): {count} GMMA instructions")
+    return lines
+
+
+def run_notebooks(run_dir: Path, log: Path, env: dict, only=()) -> int:
+    """``sagelib run --profile gpu --out run_dir`` in a child (which sees ``env``), its output shown and kept in
+    ``log``; its exit status."""
+    argv = [sys.executable, "-m", "sagelib", "run", "--profile", "gpu", "--out", str(run_dir), "--no-progress",
+            *(f"--only={name}" for name in only)]
+    with open(log, "w") as kept:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                 cwd=paths.REPO_ROOT)
+        for line in child.stdout:
+            sys.stdout.write(line)
+            kept.write(line)
+        return child.wait()
+
+
+def pack(run_dir: Path, archive: Path) -> Path:
+    """``run_dir`` as one gzipped tar (its folder name at the top), for carrying back."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(run_dir, arcname=run_dir.name)
+    return archive
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def documents(run_dir: Path, command: str, annotations: list[str]) -> dict[str, dict]:
+    """suffix -> document, built from the run folder (no file written)."""
+    run = _load(run_dir / "run.json")
+    environment = _load(run_dir / "environment.json") if (run_dir / "environment.json").exists() else {}
+    card = (environment.get("gpus") or ["unknown"])[0]
+    created = run.get("finished_utc") or run.get("started_utc")
+    for notebook in run["notebooks"]:
+        results = run_dir / notebook["name"] / "results.json"
+        notebook["results"] = _load(results) if results.exists() else None
+    common = {"command": command, "annotations": annotations}
+    out = {"": {"schema": RUN_SCHEMA, "created_utc": created, **common, "device": {"name": card},
+                "environment": environment, "run": run}}
+    bench = run_dir / "03_performance" / "bench.json"
+    if bench.exists():
+        out["-performance"] = {**_load(bench), **common, "command": f"{command}; notebook 03_performance's sweep"}
+    profile = run_dir / "04_profile" / "results.json"
+    if profile.exists() and "ncu" in _load(profile).get("values", {}):
+        ncu = _load(profile)["values"]["ncu"]
+        out["-ncu"] = {**ncu, **common, "command": f"{command}; notebook 04_profile (ncu --clock-control none)"}
+    return out
+
+
+def record(run_dir: Path, stem: str, command: str, annotations: list[str], results_dir=None) -> list[Path]:
+    """Write the recordings of the run in ``run_dir`` into ``results_dir`` (default data/results); the paths.
+    InputError when the folder is no run, or a recording of that name exists (nothing is then written)."""
+    from sagelib.measure import recordings
+
+    if not (run_dir / "run.json").is_file():
+        raise InputError(f"--from {str(run_dir)!r}: expected a `sagelib run` folder with run.json")
+    docs = documents(run_dir, command, annotations)
+    card = recordings._slug(docs[""]["device"]["name"])
+    folder = recordings.resolve(results_dir if results_dir is not None else recordings.RESULTS_DIR)
+    targets = {suffix: folder / f"{(docs['']['created_utc'] or '')[:10]}-{card}-{stem}{suffix}.json"
+               for suffix in docs}
+    taken = [str(p) for p in targets.values() if p.exists()]
+    if taken:
+        raise InputError(f"--record {stem!r}: {', '.join(taken)} already exist(s); recordings are never overwritten, "
+                         "pick another stem")
+    return [recordings.write_json(document, targets[suffix]) for suffix, document in docs.items()]
