@@ -93,12 +93,12 @@ def test_sanitize_cases_run_both_tools_with_the_scripts_options(monkeypatch, tmp
     """The plain run first (it builds the kernels), then each tool with API errors unreported and LINEINFO set."""
     from types import SimpleNamespace
 
-    from sagelib.measure import profiling
+    from sagelib.measure import sanitizer
 
     plain, sanitized = [], []
     monkeypatch.setattr("subprocess.run", lambda argv, **kw: plain.append((argv, kw["env"]))
                         or SimpleNamespace(returncode=0, stdout="case ok\n", stderr=""))
-    monkeypatch.setattr(profiling, "sanitize", lambda program, tool, **kw: sanitized.append((program, tool, kw))
+    monkeypatch.setattr(sanitizer, "sanitize", lambda program, tool, **kw: sanitized.append((program, tool, kw))
                         or tool)
     built, reports = sanitize_cases.sanitize_all(report=lambda line: None)
     assert built and reports == ["memcheck", "racecheck"]
@@ -113,16 +113,16 @@ def test_sanitize_cases_run_both_tools_with_the_scripts_options(monkeypatch, tmp
 def test_the_sanitizer_gets_the_extra_options_before_the_program(monkeypatch):
     from types import SimpleNamespace
 
-    from sagelib.measure import profiling
+    from sagelib.measure import profiling, sanitizer
 
     seen = {}
-    monkeypatch.setattr(profiling, "tool_status", lambda name: SimpleNamespace(available=True, path="/cs"))
+    monkeypatch.setattr(sanitizer, "tool_status", lambda name: SimpleNamespace(available=True, path="/cs"))
 
     def fake(argv, **kw):
         seen.update(argv=argv, env=kw["env"])
         return SimpleNamespace(returncode=0, stdout="========= ERROR SUMMARY: 0 errors\n", stderr="")
 
     monkeypatch.setattr(profiling.subprocess, "run", fake)
-    report = profiling.sanitize(["prog"], "racecheck", extra_args=("--x", "y"), environment={"V": "1"})
+    report = sanitizer.sanitize(["prog"], "racecheck", extra_args=("--x", "y"), environment={"V": "1"})
     assert report.clean and seen["argv"] == ["/cs", "--tool", "racecheck", "--error-exitcode", "99", "--x", "y", "prog"]
     assert seen["env"]["V"] == "1"

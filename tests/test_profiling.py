@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagelib.measure import profiling
+from sagelib.measure import ncu, profiling, sanitizer
 
 # ncu --csv --page raw: one wide row per kernel, units in the row under the header.
 RAW_CSV = '''==PROF== Connected to process 4242 (/usr/bin/python3)
@@ -24,7 +24,7 @@ DETAILS_CSV = '''"ID","Process ID","Process Name","Host Name","Kernel Name","Con
 
 
 def test_parse_raw_page_reads_units_numbers_and_names():
-    (kernel,) = profiling.parse_ncu_csv(RAW_CSV)
+    (kernel,) = ncu.parse_ncu_csv(RAW_CSV)
     assert kernel["name"].startswith("void flash_fwd_kernel<")
     assert kernel["block"] == "(128, 1, 1)" and kernel["grid"] == "(32, 32, 8)" and kernel["cc"] == "9.0"
     m = kernel["metrics"]
@@ -34,8 +34,8 @@ def test_parse_raw_page_reads_units_numbers_and_names():
 
 
 def test_summary_digests_the_deciding_figures():
-    (kernel,) = profiling.parse_ncu_csv(RAW_CSV)
-    s = profiling.summarize_kernel(kernel["metrics"])
+    (kernel,) = ncu.parse_ncu_csv(RAW_CSV)
+    s = ncu.summarize_kernel(kernel["metrics"])
     assert s["registers_per_thread"] == 255
     assert s["achieved_occupancy_pct"] == 24.51
     assert s["tensor_pipe_pct_max"] == 61.2
@@ -47,18 +47,18 @@ def test_summary_digests_the_deciding_figures():
 
 
 def test_parse_details_page_groups_metrics_by_kernel():
-    kernels = profiling.parse_ncu_csv(DETAILS_CSV)
+    kernels = ncu.parse_ncu_csv(DETAILS_CSV)
     assert [k["name"] for k in kernels] == ["k_a", "k_b"]
     assert kernels[0]["metrics"]["sm__warps_active.avg.pct_of_peak_sustained_active"] == {"value": 11.9, "unit": "%"}
     assert kernels[1]["metrics"]["launch__registers_per_thread"]["value"] == 32
 
 
 def test_parse_empty_output_is_no_kernels():
-    assert profiling.parse_ncu_csv("==PROF== Disconnected\n") == []
+    assert ncu.parse_ncu_csv("==PROF== Disconnected\n") == []
 
 
 def test_ncu_argv_never_touches_the_clocks():
-    argv = profiling.ncu_argv("ncu", ["python3", "x.py"], log_file="/tmp/x.csv", sections=["Occupancy"],
+    argv = ncu.ncu_argv("ncu", ["python3", "x.py"], log_file="/tmp/x.csv", sections=["Occupancy"],
                               metrics=["launch__registers_per_thread"], kernel_regex="attn", launch_count=1)
     assert argv[argv.index("--clock-control") + 1] == "none"
     assert argv[argv.index("--profile-from-start") + 1] == "off"
@@ -76,15 +76,15 @@ def test_absent_tools_are_reported_not_hidden(monkeypatch):
     monkeypatch.setattr(profiling.toolkit, "find", lambda name: None)
     status = profiling.tool_status("ncu")
     assert not status.available and "ncu not found" in status.reason and "Nsight Compute" in status.reason
-    report = profiling.ncu_profile(["true"], log_file="/tmp/unused.csv")
+    report = ncu.ncu_profile(["true"], log_file="/tmp/unused.csv")
     assert not report.ok and "ncu not found" in report.reason
-    san = profiling.sanitize(["true"], "memcheck")
+    san = sanitizer.sanitize(["true"], "memcheck")
     assert not san.clean and "compute-sanitizer not found" in san.reason
 
 
 def test_sanitize_refuses_unknown_tool():
     with pytest.raises(ValueError, match="memcheck, racecheck"):
-        profiling.sanitize(["true"], "leakcheck")
+        sanitizer.sanitize(["true"], "leakcheck")
 
 
 @pytest.mark.parametrize("output, code, errors, clean", [
@@ -94,7 +94,7 @@ def test_sanitize_refuses_unknown_tool():
     ("Segmentation fault\n", 139, None, False),
 ])
 def test_sanitizer_summary(output, code, errors, clean):
-    report = profiling.parse_sanitizer_output("memcheck", ["x"], code, output)
+    report = sanitizer.parse_sanitizer_output("memcheck", ["x"], code, output)
     assert (report.errors, report.clean) == (errors, clean)
     assert (report.reason is None) == clean
 
@@ -143,7 +143,7 @@ def test_gpu_ncu_on_one_sdpa_launch(tmp_path):
     if not profiling.tool_status("ncu").available:
         pytest.skip("ncu is not installed on this GPU host")
     program = profiling.launch_command("sdpa-flash", "1:8:1024:128")
-    report = profiling.ncu_profile(program, log_file=tmp_path / "ncu.csv", launch_count=2)
+    report = ncu.ncu_profile(program, log_file=tmp_path / "ncu.csv", launch_count=2)
     assert report.ok, report.reason
     summary = report.kernels[0]["summary"]
     assert summary["registers_per_thread"] and summary["registers_per_thread"] > 0
@@ -172,7 +172,7 @@ def test_profile_cli_checks_its_output_files_before_the_tool_runs(sagelib_cli, t
         raise AssertionError("the tool ran before its output path was checked")
 
     monkeypatch.setattr(profiling, "ptxas_table", ran)
-    monkeypatch.setattr(profiling, "ncu_profile", ran)
+    monkeypatch.setattr(ncu, "ncu_profile", ran)
     monkeypatch.setattr(profiling, "tool_status", lambda name: profiling.ToolStatus(name, "/bin/true", "fake"))
     (tmp_path / "file").write_text("")
     code, _, err = sagelib_cli("profile", *[a.format(file=tmp_path / "file") for a in argv])

@@ -87,7 +87,7 @@ def register(subparsers) -> None:
     sm90.add_argument("--define", action="append", default=[], metavar="MACRO=V",
                       help="a -D option for the kernel build (repeatable)")
     sm90.add_argument("--trace", action="store_true", help="print the phase timeline of CTA 0 (an SM90_TRACE build)")
-    sm90.add_argument("--cta-k", type=int, default=None, help="64: the three-consumer geometry (ops_sm90.geometry_for)")
+    sm90.add_argument("--cta-k", type=int, default=None, help="64: the three-consumer geometry (sm90.geometry_for)")
     sm90.add_argument("--consumers", type=int, default=None,
                       help="build Sm90Geometry<consumers, cta_k> instead of the preset's (experiments)")
     sm90.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")
@@ -158,7 +158,7 @@ def _program(args, causal):
 def cmd_ncu(args) -> int:
     import tempfile
 
-    from sagelib.measure import profiling
+    from sagelib.measure import ncu, profiling
 
     causal = _validated_target(args)
     _check_outputs(args, "--out", "--log")
@@ -166,7 +166,7 @@ def cmd_ncu(args) -> int:
     if not status.available:
         raise KernelUnavailable(f"ncu: {status.reason}")
     log = args.log or (str(Path(args.out).with_suffix(".csv")) if args.out else tempfile.mktemp(suffix=".csv"))
-    report = profiling.ncu_profile(_program(args, causal), log_file=log, kernel_regex=args.kernel,
+    report = ncu.ncu_profile(_program(args, causal), log_file=log, kernel_regex=args.kernel,
                                    launch_count=args.launch_count)
     payload = {"tool": "ncu", "version": status.version, "backend": args.backend, "shape": args.shape,
                "causal": causal, "dtype": args.dtype, "mode": args.mode, "csv": log, **dataclasses.asdict(report)}
@@ -195,7 +195,7 @@ def format_ncu(kernels) -> str:
 
 
 def cmd_sanitize(args) -> int:
-    from sagelib.measure import profiling, sanitize_cases
+    from sagelib.measure import profiling, sanitize_cases, sanitizer
 
     if args.cases and args.backend:
         raise UsageError("--cases: runs every kernel on its own small cases; leave out --backend (or --cases)")
@@ -204,8 +204,8 @@ def cmd_sanitize(args) -> int:
     causal = None if args.cases else _validated_target(args)
     tools = args.tool or (sanitize_cases.DEFAULT_TOOLS if args.cases else ("memcheck",))
     for tool in tools:
-        if tool not in profiling.SANITIZER_TOOLS:
-            raise UsageError(f"--tool: expected one of {', '.join(profiling.SANITIZER_TOOLS)}, got {tool!r}")
+        if tool not in sanitizer.SANITIZER_TOOLS:
+            raise UsageError(f"--tool: expected one of {', '.join(sanitizer.SANITIZER_TOOLS)}, got {tool!r}")
     _check_outputs(args, "--out")
     status = profiling.tool_status("compute-sanitizer")
     if args.cases:
@@ -223,7 +223,7 @@ def cmd_sanitize(args) -> int:
     else:
         if not status.available:
             raise KernelUnavailable(f"compute-sanitizer: {status.reason}")
-        reports = [profiling.sanitize(_program(args, causal), tool) for tool in tools]
+        reports = [sanitizer.sanitize(_program(args, causal), tool) for tool in tools]
         target = f"{args.backend} {args.shape}"
     for report in reports:
         verdict = "clean" if report.clean else f"NOT clean: {report.reason}"
@@ -234,10 +234,11 @@ def cmd_sanitize(args) -> int:
 
 
 def cmd_sm90(args) -> int:
-    from sagelib.backends.kernels import ops_sm90
+    from sagelib.backends.kernels import sm90
     from sagelib.cuda.build import define_options
     from sagelib.measure import sm90_trace
-    from sagelib.measure.bench import parse_causal, parse_shape
+    from sagelib.inputs import parse_shape
+    from sagelib.measure.bench import parse_causal
 
     try:
         options = define_options(args.define)
@@ -252,7 +253,7 @@ def cmd_sm90(args) -> int:
         raise UsageError(f"--cta-k: expected 64 (the three-consumer geometry) or 128 (the preset's), got {args.cta_k}")
     if args.trace and args.seconds:
         raise UsageError("--trace records one warm launch; leave out --seconds (a steady load) or --trace")
-    reason = ops_sm90.unavailable_reason()
+    reason = sm90.unavailable_reason()
     if reason:
         raise KernelUnavailable(f"the Hopper kernel: {reason}")
     problem = sm90_trace.Problem(shape.batch, shape.heads, shape.seq_q, shape.head_dim, causal[0], options,

@@ -205,14 +205,14 @@ def profile_backends(names, shape: str, *, causal: bool, mode: str = "end_to_end
 
     import torch
 
-    from sagelib.measure import profiling
+    from sagelib.measure import ncu, profiling
 
     log_dir = Path(log_dir)
     profiles = []
     for name in names:
         program = profiling.launch_command(name, shape, causal=causal, dtype=dtype, mode=mode)
         csv_path = log_dir / f"ncu-{_slug(name)}.csv"
-        report = profiling.ncu_profile(program, log_file=csv_path, launch_count=launch_count)
+        report = ncu.ncu_profile(program, log_file=csv_path, launch_count=launch_count)
         profile = {"backend": name, "shape": shape, "causal": causal, "mode": mode, "dtype": dtype,
                    "csv": str(csv_path), **dataclasses.asdict(report)}
         for kernel in profile["kernels"]:  # the digest stays; the ~1200 raw metrics stay in the CSV

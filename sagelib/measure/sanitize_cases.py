@@ -8,7 +8,7 @@ sanitizer (cached), then each tool runs the cases; a case whose output is not fi
 
 from __future__ import annotations
 
-from sagelib.measure import profiling
+from sagelib.measure import profiling, sanitizer
 
 #: (n_q, n_kv, d, layout, h_q, h_kv, causal, alignment, granularity, pv_accum, dtype name)
 CASES = [
@@ -88,5 +88,5 @@ def sanitize_all(tools=DEFAULT_TOOLS, report=print) -> tuple[bool, list]:
     report((done.stdout + done.stderr).rstrip())
     if done.returncode != 0:
         return False, []
-    return True, [profiling.sanitize(program(), tool, extra_args=SANITIZER_OPTIONS, environment=ENVIRONMENT)
+    return True, [sanitizer.sanitize(program(), tool, extra_args=SANITIZER_OPTIONS, environment=ENVIRONMENT)
                   for tool in tools]
