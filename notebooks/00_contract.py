@@ -167,9 +167,9 @@ display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error i
 # where provenance is missing it is recorded as a blocker, never filled in by guess.
 
 # %%
-from sagelib.records import ledger, prior_work, provenance
+from sagelib.records import inventory, ledger, prior_work
 
-inventory = [row.as_dict() for row in provenance.verify_inventory()]
+inventory = [row.as_dict() for row in inventory.verify_inventory()]
 results.add("inventory", inventory)
 results.headline("inventory artifacts unchanged", f"{sum(r['status'] == 'ok' for r in inventory)}/{len(inventory)}")
 plots.table([{**r, "recorded_sha256": (r["recorded_sha256"] or "")[:12],
@@ -180,7 +180,7 @@ plots.table([{**r, "recorded_sha256": (r["recorded_sha256"] or "")[:12],
 # ### Blockers: provenance that is missing
 
 # %%
-blockers = [b.as_dict() for b in provenance.blockers()]
+blockers = [b.as_dict() for b in inventory.blockers()]
 results.add("blockers", blockers)
 plots.table(blockers)
 

@@ -1,4 +1,4 @@
-"""sagelib.records.provenance: the environment record and the reference inventory."""
+"""sagelib.records.provenance and sagelib.records.inventory: the environment record and the reference inventory."""
 
 import hashlib
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sagelib.records import provenance
+from sagelib.records import inventory, provenance
 from sagelib.records.datafile import DataFileError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -102,12 +102,12 @@ def repo(tmp_path):
 
 
 def add(repo, name, kind="contract", **kw):
-    return provenance.inventory_add(f"data/{name}", kind, "written by hand",
+    return inventory.inventory_add(f"data/{name}", kind, "written by hand",
                                     path=repo / "data" / "inventory.json", root=repo, **kw)
 
 
 def rows(repo):
-    return {r.path: r.status for r in provenance.verify_inventory(repo / "data" / "inventory.json", repo)}
+    return {r.path: r.status for r in inventory.verify_inventory(repo / "data" / "inventory.json", repo)}
 
 
 def test_add_records_hash_size_kind_command_environment(repo):
@@ -126,7 +126,7 @@ def test_verify_finds_drift(repo):
     (repo / "data" / "contract.md").write_text("contract v2\n")
     (repo / "data" / "timing.json").unlink()
     assert rows(repo) == {"data/contract.md": "changed", "data/timing.json": "missing"}
-    changed = provenance.verify_inventory(repo / "data" / "inventory.json", repo)[0]
+    changed = inventory.verify_inventory(repo / "data" / "inventory.json", repo)[0]
     assert changed.current_sha256 == hashlib.sha256(b"contract v2\n").hexdigest()
 
 
@@ -134,9 +134,9 @@ def test_add_refuses_outside_paths_unknown_kinds_and_silent_overwrites(repo, tmp
     outside = tmp_path / "outside.md"
     outside.write_text("x")
     with pytest.raises(ValueError, match="outside the repository"):
-        provenance.inventory_add(outside, "contract", "cmd", path=repo / "data" / "inventory.json", root=repo)
+        inventory.inventory_add(outside, "contract", "cmd", path=repo / "data" / "inventory.json", root=repo)
     with pytest.raises(ValueError, match="outside the repository"):
-        provenance.inventory_add("../outside.md", "contract", "cmd", path=repo / "data" / "inventory.json",
+        inventory.inventory_add("../outside.md", "contract", "cmd", path=repo / "data" / "inventory.json",
                                  root=repo)
     with pytest.raises(ValueError, match="--kind 'vibes': unknown kind"):
         add(repo, "contract.md", kind="vibes")
@@ -151,12 +151,12 @@ def test_add_refuses_outside_paths_unknown_kinds_and_silent_overwrites(repo, tmp
 
 
 def test_blockers_are_listed_and_ids_unique(repo):
-    inventory = repo / "data" / "inventory.json"
-    provenance.add_blocker("inputs", "canonical tensors", "never kept", "generate them", path=inventory, root=repo)
-    (blocker,) = provenance.blockers(inventory, repo)
+    path = repo / "data" / "inventory.json"
+    inventory.add_blocker("inputs", "canonical tensors", "never kept", "generate them", path=path, root=repo)
+    (blocker,) = inventory.blockers(path, repo)
     assert (blocker.id, blocker.reason) == ("inputs", "never kept")
     with pytest.raises(ValueError, match="already exists"):
-        provenance.add_blocker("inputs", "x", "y", "z", path=inventory, root=repo)
+        inventory.add_blocker("inputs", "x", "y", "z", path=path, root=repo)
 
 
 def write_inventory(repo, artifacts, blockers=()):
@@ -179,7 +179,7 @@ GOOD = {"path": "data/contract.md", "sha256": "0" * 64, "size": 1, "kind": "cont
 def test_malformed_inventory_entries_name_file_line_and_fix(repo, entry, message):
     path = write_inventory(repo, [entry])
     with pytest.raises(DataFileError) as caught:
-        provenance.load_inventory(path, repo)
+        inventory.load_inventory(path, repo)
     text = str(caught.value)
     assert message in text and str(path) in text and "Fix:" in text
     assert caught.value.line == 5  # the line of the entry's "path"
@@ -189,17 +189,17 @@ def test_invalid_json_names_the_line(repo):
     path = repo / "data" / "inventory.json"
     path.write_text('{\n  "schema": 1,\n  "artifacts": [,]\n}\n')
     with pytest.raises(DataFileError) as caught:
-        provenance.load_inventory(path, repo)
+        inventory.load_inventory(path, repo)
     assert caught.value.line == 3
 
 
 def test_committed_inventory_is_intact_and_lists_the_research_blockers():
-    checked = provenance.verify_inventory()
+    checked = inventory.verify_inventory()
     drifted = [f"{r.path}: {r.status}" for r in checked if r.status != "ok"]
     assert checked and not drifted, (
         f"recorded artifacts drifted: {drifted}. If the change is intended, re-record each with "
         "`sagelib inventory add PATH --kind KIND --command CMD --replace` (see docs/design/records.md)")
-    ids = {b.id for b in provenance.blockers()}
+    ids = {b.id for b in inventory.blockers()}
     assert {"production-binaries", "canonical-input-tensors", "p0-variant-patches"} <= ids
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from sagelib.commands.args import file_in_folder, input_file
 from sagelib.errors import UsageError
-from sagelib.records import provenance
+from sagelib.records import inventory, provenance
 
 
 def _common(parser) -> None:
-    parser.add_argument("--inventory", metavar="FILE", default=str(provenance.DEFAULT_INVENTORY),
+    parser.add_argument("--inventory", metavar="FILE", default=str(inventory.DEFAULT_INVENTORY),
                         help="inventory file (default: data/reference_inventory.json)")
     parser.add_argument("--root", metavar="DIR", default=str(provenance.REPO_ROOT),
                         help="repository root the artifact paths are relative to")
@@ -40,7 +40,7 @@ def register(subparsers) -> None:
     add = sub.add_parser("add", help="hash an artifact and record it")
     _common(add)
     add.add_argument("artifact", metavar="PATH", help="file inside the repository")
-    add.add_argument("--kind", required=True, choices=list(provenance.KINDS))
+    add.add_argument("--kind", required=True, choices=list(inventory.KINDS))
     add.add_argument("--command", required=True,
                      help="the command that produced it ('written by hand' for documents)")
     env = add.add_mutually_exclusive_group()
@@ -77,7 +77,7 @@ def _inventory(args) -> Path:
 
 def cmd_verify(args) -> int:
     path = _inventory(args)
-    rows = provenance.verify_inventory(path, args.root)
+    rows = inventory.verify_inventory(path, args.root)
     width = max([len(r.path) for r in rows] + [8])
     print(f"{'artifact':<{width}}  {'kind':<15}  {'status':<7}  recorded      current")
     for row in rows:
@@ -86,7 +86,7 @@ def cmd_verify(args) -> int:
     bad = [r for r in rows if r.status != "ok"]
     print(f"{len(rows)} artifact(s): {len(rows) - len(bad)} ok, "
           f"{sum(r.status == 'changed' for r in rows)} changed, {sum(r.status == 'missing' for r in rows)} missing")
-    listed = provenance.blockers(path, args.root)
+    listed = inventory.blockers(path, args.root)
     print(f"{len(listed)} blocker(s):")
     for blocker in listed:
         print(f"  [{blocker.id}] {blocker.subject}: {blocker.reason} (unblock: {blocker.unblock})")
@@ -112,7 +112,7 @@ def cmd_add(args) -> int:
                              f"gpus, driver, torch, git_commit, as in a run's environment.json) or a document holding "
                              f"one under 'environment' (a bench file); got keys {document_keys[:8]}. Pass the run's "
                              f"environment.json, or --environment-here on the machine that produced the artifact")
-    artifact = provenance.inventory_add(args.artifact, args.kind, args.command, environment=environment,
+    artifact = inventory.inventory_add(args.artifact, args.kind, args.command, environment=environment,
                                         note=args.note, replace=args.replace, path=path,
                                         root=args.root)
     print(f"recorded {artifact.path} ({artifact.kind}) sha256 {artifact.sha256} size {artifact.size}")
@@ -120,7 +120,7 @@ def cmd_add(args) -> int:
 
 
 def cmd_block(args) -> int:
-    blocker = provenance.add_blocker(args.id, args.subject, args.reason, args.unblock,
+    blocker = inventory.add_blocker(args.id, args.subject, args.reason, args.unblock,
                                      path=_inventory(args), root=args.root)
     print(f"recorded blocker {blocker.id}: {blocker.subject}")
     return 0

@@ -236,8 +236,8 @@ def cmd_sanitize(args) -> int:
 def cmd_sm90(args) -> int:
     from sagelib.backends.kernels import sm90
     from sagelib.cuda.build import define_options
-    from sagelib.measure import sm90_trace
     from sagelib.inputs import parse_shape
+    from sagelib.measure import sm90_trace
     from sagelib.measure.bench import parse_causal
 
     try:

@@ -49,9 +49,10 @@ from sagelib.measure.timing import (
     timer_name,
     tops,
 )
+from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 
-SCHEMA = "sagelib.bench/1"
+SCHEMA = documents.BENCH.id
 
 
 #: Backends that are someone else's work: every other backend's speed is shown as a ratio to these.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 
 CHAINS = 8  # independent chains per thread in microbench.cu
@@ -150,7 +151,7 @@ def measured_hardware(rates: list[Rate], base=None):
     return base.with_measured(**measured) if measured else base
 
 
-SCHEMA = "sagelib.microbench/1"
+SCHEMA = documents.MICROBENCH.id
 
 
 def latest_recording():

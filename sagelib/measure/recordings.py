@@ -10,8 +10,6 @@ recent recording with a banner that says when, on what card, from which commit.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,17 +17,22 @@ from pathlib import Path
 from sagelib import inputs, paths
 from sagelib.errors import InputError
 from sagelib.measure import bench, timing
+from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 
+# the loader of recorded documents, by the names the notebooks and studies call through this module
+from sagelib.records.documents import (  # noqa: F401
+    RESULTS_DIR,
+    finite_only,
+    latest,
+    load_all,
+    newest_file,
+    resolve,
+    write_json,
+)
+
 REPO_ROOT = paths.REPO_ROOT
-RESULTS_DIR = REPO_ROOT / "data" / "results"
-NCU_SCHEMA = "sagelib.ncu/1"
-
-
-def resolve(directory: str | Path) -> Path:
-    """A results folder; a relative path is taken from the repository root, not the cwd."""
-    path = Path(directory)
-    return path if path.is_absolute() else REPO_ROOT / path
+NCU_SCHEMA = documents.NCU.id
 
 
 def usable_backends(names) -> tuple[list[str], dict[str, str]]:
@@ -77,64 +80,7 @@ def save(document: dict, directory: str | Path = RESULTS_DIR, *, stem: str = "be
     return write_json(document, directory / f"{created[:10]}-{_slug(card)}-{stem}.json")
 
 
-def finite_only(value):
-    """``value`` (a JSON-shaped document) with every NaN or infinite float replaced by None, and how many were:
-    for documents whose figures may come from a broken build (an ablation's output), which strict JSON refuses."""
-    if isinstance(value, float):
-        return (value, 0) if math.isfinite(value) else (None, 1)
-    if isinstance(value, dict):
-        pairs = [(key, finite_only(item)) for key, item in value.items()]
-        return {key: item for key, (item, _) in pairs}, sum(n for _, (_, n) in pairs)
-    if isinstance(value, (list, tuple)):
-        items = [finite_only(item) for item in value]
-        return [item for item, _ in items], sum(n for _, n in items)
-    return value, 0
-
-
-def write_json(document: dict, path: str | Path) -> Path:
-    """Write a document as strict JSON (no NaN) at ``path``; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, allow_nan=False, default=str) + "\n")
-    return path
-
-
-def load_all(directory: str | Path = RESULTS_DIR, schema: str | tuple[str, ...] = bench.SCHEMA,
-             stem: str | None = None) -> list[tuple[dict, Path]]:
-    """Every readable document of ``schema`` (one, or any of several) in ``directory`` (named
-    ``*-<stem>.json`` if given), oldest first."""
-    schemas = (schema,) if isinstance(schema, str) else tuple(schema)
-    directory = resolve(directory)
-    found = []
-    pattern = f"*-{stem}.json" if stem else "*.json"
-    for path in sorted(directory.glob(pattern)) if directory.is_dir() else []:
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(document, dict) and document.get("schema") in schemas:
-            found.append((document, path))
-    return sorted(found, key=lambda item: item[0].get("created_utc", ""))
-
-
-def latest(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA,
-           stem: str | None = None) -> tuple[dict | None, Path | None]:
-    """The most recent recording of ``schema`` (by its ``created_utc``), or (None, None).
-
-    ``stem`` picks one kind of recording by its file name (``performance`` for notebook 03's sweep).
-    """
-    found = load_all(directory, schema, stem)
-    return found[-1] if found else (None, None)
-
-
-def newest_file(stem: str, suffix: str, directory: str | Path = RESULTS_DIR) -> Path | None:
-    """The last by name (names start with the date) of ``*-{stem}{suffix}`` in ``directory``, or None."""
-    found = sorted(Path(directory).glob(f"*-{stem}{suffix}"))
-    return found[-1] if found else None
-
-
-#: Standalone quantizer recordings (sagelib.measure.quant_bench.SCHEMA, kept here to need no GPU stack).
-QUANT_SCHEMA = "sagelib.quantizers/1"
+QUANT_SCHEMA = documents.QUANTIZERS.id
 
 
 @dataclass

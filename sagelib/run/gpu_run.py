@@ -27,11 +27,12 @@ from pathlib import Path
 
 from sagelib import paths
 from sagelib.errors import InputError
+from sagelib.records import documents
 
 #: What papermill needs to run a notebook; a GPU image often lacks them (the wheelhouse brings them).
 NOTEBOOK_STACK = ("papermill", "nbconvert", "jupytext", "ipykernel")
 SITE = Path("/tmp/site")  #: where a wheelhouse is installed (not the image's own site-packages)
-RUN_SCHEMA = "sagelib.run/1"
+RUN_SCHEMA = documents.RUN.id
 
 
 def stack_missing(python: str = sys.executable, env: dict | None = None) -> str | None:

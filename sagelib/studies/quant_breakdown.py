@@ -25,8 +25,9 @@ from pathlib import Path
 
 from sagelib.contract.quantize import n_q_groups
 from sagelib.errors import InputError
+from sagelib.records import documents
 
-SCHEMA = "sagelib.quant_breakdown/1"
+SCHEMA = documents.QUANT_BREAKDOWN.id
 STEM = "quant-breakdown"  #: recordings are data/results/<date>-<gpu>-quant-breakdown.json
 #: the timed calls, in the order of the printed table
 PASSES = ("cudnn", "call", "kernel", "q", "k", "v", "kv")

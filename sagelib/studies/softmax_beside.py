@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from sagelib.errors import InputError
+from sagelib.records import documents
 
 #: What the second warpgroup runs, by the kernel's `beside` argument.
 KINDS = ("nothing", "Q.K^T batches", "P.V batches", "P.V + Q.K^T batches", "P.V + Q.K^T batches, then the fold",
@@ -27,8 +28,8 @@ _N128_STEP = 2 * 64 * 128 * 32  # 8-bit operations of one m64n128k32
 TENSOR_OPS = {"Q.K^T batches": 4 * _N128_STEP, "P.V batches": 4 * _N128_STEP, "P.V + Q.K^T batches": 8 * _N128_STEP,
               "P.V + Q.K^T batches, then the fold": 8 * _N128_STEP, "D64 P.V + Q.K^T batches": 4 * _N128_STEP,
               "Q.K^T batches, fresh accumulators": 4 * _N128_STEP, "P.V batches, P from shared": 4 * _N128_STEP}
-SCHEMA = "sagelib.softmax-beside/3"  #: /1 had neither the D64 kind nor the rates alone, /2 not the last two kinds
-READS = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2", SCHEMA)
+SCHEMA = documents.SOFTMAX_BESIDE.id  #: /1 had neither the D64 kind nor the rates alone, /2 not the last two kinds
+READS = (*documents.SOFTMAX_BESIDE_OLDER, SCHEMA)
 STEM = "softmax-beside"
 TWO_SOFTMAX_STEM = "two-softmaxes-beside"  #: recordings of measure(softmax_warpgroups=2)
 

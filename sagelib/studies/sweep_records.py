@@ -17,8 +17,9 @@ from pathlib import Path
 
 from sagelib.errors import InputError
 from sagelib.measure import recordings as bench_records
+from sagelib.records import documents
 
-SCHEMA = "sagelib.sweep-sm90/1"
+SCHEMA = documents.SWEEP_SM90.id
 #: Output agreement with the baseline build below which a variant counts as the same computation.
 SAME_OUTPUT_REL_L1 = 2e-3
 
