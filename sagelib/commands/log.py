@@ -241,7 +241,7 @@ def _check_artifact(artifact: str, flag: str) -> None:
 def _fields_from_flags(args) -> dict:
     fields = {}
     if args.json_file:
-        fields = ledger.load_fields_json(input_file("--json", args.json_file, "a JSON file of record fields"))
+        fields = log_schema.load_fields_json(input_file("--json", args.json_file, "a JSON file of record fields"))
     for name in ("date", "phase", "experiment", "hypothesis", "status", "technique", "decision", "notes"):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)

@@ -44,7 +44,6 @@ from sagelib import paths
 from sagelib.errors import InputError, LedgerError
 from sagelib.records import log_view
 from sagelib.records.datafile import (
-    DataFileError,
     canonical_json,
 )
 from sagelib.records.log_schema import (
@@ -385,17 +384,3 @@ def repair(path: Path | str | None = None) -> Path | None:
         os.ftruncate(fd, cut)
         os.fsync(fd)
     return aside
-
-
-def load_fields_json(path: Path | str) -> dict:
-    """Record content from a JSON file (for ``sagelib log append --json``)."""
-    path = Path(path)
-    try:
-        fields = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, exc.lineno, f"not valid JSON ({exc.msg})",
-                            "correct the JSON syntax at that line") from None
-    if not isinstance(fields, dict):
-        raise DataFileError(path, 1, "expected a JSON object of record fields",
-                            "write the fields as one object {\"status\": ..., ...}")
-    return fields

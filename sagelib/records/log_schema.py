@@ -6,12 +6,14 @@ A record's content is checked here before it is chained (:mod:`sagelib.records.l
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from sagelib.errors import InputError
 from sagelib.paths import REPO_ROOT
 from sagelib.records.datafile import (
+    DataFileError,
     canonical_json,
     repo_relative,
     sha256_bytes,
@@ -174,3 +176,17 @@ def projection(quantity: str, value=None, unit: str = "", *, low=None, high=None
             item[name] = given
     _check_amount(item, f"projection {quantity!r}")
     return item
+
+
+def load_fields_json(path: Path | str) -> dict:
+    """Record content from a JSON file (for ``sagelib log append --json``)."""
+    path = Path(path)
+    try:
+        fields = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, exc.lineno, f"not valid JSON ({exc.msg})",
+                            "correct the JSON syntax at that line") from None
+    if not isinstance(fields, dict):
+        raise DataFileError(path, 1, "expected a JSON object of record fields",
+                            "write the fields as one object {\"status\": ..., ...}")
+    return fields
