@@ -161,3 +161,56 @@ def test_an_option_reaches_the_compile(tmp_path, capsys):
     assert biased["iadd"] >= 64 and biased["fadd"] >= default["fadd"] + 64
     row, = [line for line in printed.split("against the default build")[1].splitlines() if line.startswith(name)]
     assert "-0.9" in row and "+0.9" in row
+
+
+def test_a_fingerprint_drops_addresses_and_keeps_every_encoding_word():
+    listing = sass.function_listings(LISTING)
+    assert list(listing) == ["_Z4kernv", "_Z5otherv"]
+    assert listing["_Z4kernv"][0] == "LDC R1, c[0x0][0x28] | 0x00000a00ff017b82 0x000e240000000800"
+    assert listing["_Z4kernv"][1] == "@P0 BRA 0x80 | 0x0000000000000947"
+    moved = LISTING.replace("/*0000*/", "/*0100*/").replace("  LDC R1", "      LDC R1")
+    assert sass.function_listings(moved) == listing  # addresses and spacing are not the code
+    control = LISTING.replace("0x000e240000000800", "0x000fe40000000800")  # only the scheduling bits differ
+    text = LISTING.replace("c[0x0][0x28]", "c[0x0][0x30]")  # only a constant-bank offset differs
+    base = sass.fingerprint(listing["_Z4kernv"])
+    for changed in (control, text):
+        assert sass.fingerprint(sass.function_listings(changed)["_Z4kernv"]) != base
+    assert sass.fingerprint(sass.function_listings(control)["_Z5otherv"]) == sass.fingerprint(listing["_Z5otherv"])
+
+
+def test_the_fingerprint_comparison_names_every_change():
+    before = {"a.cu: k<1>@sm_89": "x", "a.cu: k<2>@sm_89": "y", "a.cu: k<3>@sm_89": "z"}
+    table, ok = sass.compare_fingerprints(before, dict(before))
+    assert ok and "3 of 3 instance x arch builds identical" in table
+    table, ok = sass.compare_fingerprints(before, {"a.cu: k<1>@sm_89": "x", "a.cu: k<2>@sm_89": "w",
+                                                   "a.cu: k<4>@sm_89": "v"})
+    assert not ok
+    rows = dict(line.rsplit("  ", 1) for line in table.splitlines()[2:6])
+    assert {k.strip(): v for k, v in rows.items()} == {
+        "a.cu: k<1>@sm_89": "identical", "a.cu: k<2>@sm_89": "DIFFERENT",
+        "a.cu: k<3>@sm_89": "only in the baseline", "a.cu: k<4>@sm_89": "new (not in the baseline)"}
+
+
+def test_fingerprint_against_a_file_it_cannot_read_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{}")
+    assert cli.main(["kernels", "fingerprint", "--against", str(tmp_path / "bad.json")]) == 2
+    assert "--against: expected a file written by `sagelib kernels fingerprint --json`" in capsys.readouterr().err
+
+
+@needs_tools
+@pytest.mark.slow
+def test_fingerprints_are_reproducible_and_a_changed_one_is_named(tmp_path, capsys):
+    """Two builds of the same source hash alike; the file compared against itself is all identical, and a
+    build whose code differs (here: another file's fingerprints under the same keys) is not."""
+    out = tmp_path / "fp.json"
+    argv = ["kernels", "fingerprint", "--kernel", "attn_sm90.cu"]
+    assert cli.main([*argv, "--json", str(out)]) == 0
+    found = json.loads(out.read_text())["fingerprints"]
+    assert set(found) == {f"attn_sm90.cu: {name}@sm_90a" for name in sass.check.INSTANCES["attn_sm90.cu"]}
+    capsys.readouterr()
+    assert cli.main([*argv, "--against", str(out)]) == 0
+    assert f"{len(found)} of {len(found)} instance x arch builds identical" in capsys.readouterr().out
+    swapped = dict(zip(found, reversed(list(found.values()))))
+    (tmp_path / "swapped.json").write_text(json.dumps({"fingerprints": swapped}))
+    assert cli.main([*argv, "--against", str(tmp_path / "swapped.json")]) == 1
+    assert "DIFFERENT" in capsys.readouterr().out
