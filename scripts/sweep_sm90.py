@@ -11,7 +11,7 @@ compiles every variant into the kernel cache (no GPU needed), so a GPU host with
 carried cache spends its time measuring. --cta-k 64 sweeps the three-consumer geometry
 (ops_sm90.geometry_for), with its own ring depths. --schedule NAME="-DMACRO=V ..." adds a
 build variant for this run without editing SCHEDULES, e.g.
-    python3 scripts/sweep_sm90.py --schedule "one Q slot=-DSM90_Q_SLOTS=1" --variants "default,one Q slot" --rounds 5
+    python3 scripts/sweep_sm90.py --schedule "no pack=-DSM90_ABLATE_PACK=1" --variants "default,no pack" --rounds 5
 --sustain S runs each variant back to back for S seconds from idle instead, while nvidia-smi samples
 the SM clock and power (sagelib.power): the time per call under the card's power cap, with the
 clock and power it ran at, e.g. what each leave-one-out build saves in energy:
@@ -27,18 +27,11 @@ import sys
 from dataclasses import asdict
 
 SHAPES = [(2, 32, 16384, 128, False), (2, 32, 16384, 128, True), (2, 32, 16384, 64, False), (32, 32, 1024, 128, False)]
+#: The kernel's one schedule (the alternatives that measured slower were removed; the experiment log names the
+#: trees that have them); --schedule adds a build of an experiment for one run. A name starting "d64" is built
+#: for head_dim 64 only.
 SCHEDULES = {
     "default": (),
-    "no-pingpong": ("-DSM90_SERIAL_PINGPONG=0",),
-    "q-in-registers": ("-DSM90_Q_IN_REGISTERS=1",),
-    "cvt-bias": ("-DSM90_CVT_BIAS=1",),
-    "turn=softmax": ("-DSM90_TURN_IS_SOFTMAX=1",),
-    "pass-at-issue": ("-DSM90_PASS_AFTER_WAIT=0",),
-    "poly-exp2 1/4": ("-DSM90_POLY_EXP2=1",),
-    "poly-exp2 1/2": ("-DSM90_POLY_EXP2=2",),
-    "d64-overlap": ("-DSM90_D64_OVERLAP=1",),
-    "dynamic head-major": ("-DSM90_CAUSAL_WINDOW=0",),
-    "static head-major": ("-DSM90_STATIC_TILES=1", "-DSM90_CAUSAL_WINDOW=0"),
 }
 #: Leave-one-out builds (wrong outputs, timing only; kernels/include/attn_sm90/ablation.cuh).
 ABLATIONS = {

@@ -241,9 +241,9 @@ def test_shared_memory_budget_and_stage_checks():
 def test_environment_options_are_macro_words_only(monkeypatch):
     monkeypatch.delenv(ops_sm90.OPTIONS_ENV, raising=False)
     assert ops_sm90.environment_options() == ()
-    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, " -DSM90_Q_IN_REGISTERS=1  -USM90_TRACE ")
-    assert ops_sm90.environment_options() == ("-DSM90_Q_IN_REGISTERS=1", "-USM90_TRACE")
-    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, "-DSM90_Q_IN_REGISTERS=1 --use_fast_math")
+    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, " -DSM90_ABLATE_PACK=1  -USM90_TRACE ")
+    assert ops_sm90.environment_options() == ("-DSM90_ABLATE_PACK=1", "-USM90_TRACE")
+    monkeypatch.setenv(ops_sm90.OPTIONS_ENV, "-DSM90_ABLATE_PACK=1 --use_fast_math")
     with pytest.raises(ValueError, match=r"SAGELIB_SM90_OPTIONS: expected -DNAME\[=VALUE\] or -UNAME words, "
                                          r"got \['--use_fast_math'\]"):
         ops_sm90.environment_options()
@@ -308,21 +308,22 @@ def _sweep_script():
 
 def test_sweep_variants_select_schedules_and_refuse_unknown_names(capsys):
     sweep = _sweep_script()
-    everything = list(sweep.variants(128))
+    schedules = {**sweep.SCHEDULES, "no-pack": ("-DSM90_ABLATE_PACK=1",), "d64-no-cvt": ("-DSM90_ABLATE_CVT=1",)}
+    everything = list(sweep.variants(128, schedules=schedules))
     assert [name for name, _, _ in everything].count("default") == len(sweep.STAGES[128])  # one per ring depth
     assert not any(name.startswith("d64") for name, _, _ in everything)
-    assert any(name == "d64-overlap" for name, _, _ in sweep.variants(64))
-    chosen = list(sweep.variants(128, only=("default", "no-pingpong")))
-    assert [(name, stages) for name, stages, _ in chosen] == [("default", None), ("no-pingpong", None)]
+    assert any(name == "d64-no-cvt" for name, _, _ in sweep.variants(64, schedules=schedules))
+    chosen = list(sweep.variants(128, only=("default", "no-pack"), schedules=schedules))
+    assert [(name, stages) for name, stages, _ in chosen] == [("default", None), ("no-pack", None)]
     with pytest.raises(SystemExit) as exit_info:
         sweep.main(["--build-only", "--variants", "default,no-such-schedule"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "--variants" in err and "no-such-schedule" in err and "default" in err
-    assert sweep.parse_schedule("one Q slot=-DSM90_Q_SLOTS=1 -USM90_TRACE") == ("one Q slot",
-                                                                           ("-DSM90_Q_SLOTS=1", "-USM90_TRACE"))
-    extra = {**sweep.SCHEDULES, "one Q slot": ("-DSM90_Q_SLOTS=1",)}
-    assert [o for n, _, o in sweep.variants(128, only=("one Q slot",), schedules=extra)] == [("-DSM90_Q_SLOTS=1",)]
+    assert sweep.parse_schedule("no pack=-DSM90_ABLATE_PACK=1 -USM90_TRACE") == ("no pack",
+                                                                            ("-DSM90_ABLATE_PACK=1", "-USM90_TRACE"))
+    extra = {**sweep.SCHEDULES, "no pack": ("-DSM90_ABLATE_PACK=1",)}
+    assert [o for n, _, o in sweep.variants(128, only=("no pack",), schedules=extra)] == [("-DSM90_ABLATE_PACK=1",)]
     for bad, expected in (("no-equals", "expected NAME=-DMACRO"), ("=-DX=1", "expected NAME=-DMACRO"),
                           ("x=--use_fast_math", "expected -DNAME[=VALUE] or -UNAME words, got ['--use_fast_math']")):
         with pytest.raises(SystemExit):

@@ -135,12 +135,12 @@ def run_sass_command(args) -> int:
     _known("--arch", args.arch, sass.check.ARCH_PRESETS,
            "give one of those presets (repeat --arch for several), or leave it out for each file's defaults")
     try:
-        options = macro_options(args.option or (), "--option", "--option=-DSM90_CVT_FOLD=1")
+        options = macro_options(args.option or (), "--option", "--option=-DSM90_ABLATE_CVT=1")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.compare and not options:
         raise UsageError("--compare: compares a build with --option against the default one; give the experiment's "
-                         "switch, e.g. --compare --option=-DSM90_CVT_BIAS=1")
+                         "switch, e.g. --compare --option=-DSM90_ABLATE_CVT=1")
     if args.jobs < 1:
         raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
     targets = {}

@@ -20,13 +20,9 @@
 #pragma once
 
 #define SM90_WG_ROWS 64  // query rows per consumer warpgroup
-#ifndef SM90_Q_SLOTS
-#define SM90_Q_SLOTS 2   // Q tiles in shared memory: the next tile's loads while this one runs
-#endif
-// Each Q slot also holds its tile's V channel scales for the epilogue (mainloop.cuh, producer.cuh).
-#ifndef SM90_VSCALE_SMEM
-#define SM90_VSCALE_SMEM 1
-#endif
+// Q tiles in shared memory: the next tile's loads while this one runs. Each Q slot also holds its
+// tile's V channel scales for the epilogue (mainloop.cuh, producer.cuh).
+#define SM90_Q_SLOTS 2
 #define SM90_PRODUCER_REGS 24
 #define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
 #define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step

@@ -57,16 +57,15 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
       mbarrier_arrive(q_full);
       return;
     }
-    const int next = tiles.take_next(tile_counter, t);  // in flight while this tile loads
+    const int next = tiles.take_next(tile_counter);  // in flight while this tile loads
     const Tile tile = tiles(t);
     const int q0 = tile.qblock * G::CTA_Q;
     const int blocks = visible_key_blocks(q0, G::CTA_Q, n_q, n_kv, causal, shift, G::BLOCK_KEYS);
     const int hk = tiles.kv_head(tile.head);
     hand_over_tile(smem, slot, t);
-    const u32 scale_bytes = SM90_VSCALE_SMEM ? sizeof(smem.v_scale[0]) : 0;
+    const u32 scale_bytes = sizeof(smem.v_scale[0]);
     mbarrier_arrive_expect_tx(q_full, scale_bytes + (blocks > 0 ? sizeof(smem.q[0]) : 0));
-    if (SM90_VSCALE_SMEM)
-      bulk_load(smem.v_scale[slot], v_scale + ((i64)tile.batch * heads_kv + hk) * D, scale_bytes, q_full);
+    bulk_load(smem.v_scale[slot], v_scale + ((i64)tile.batch * heads_kv + hk) * D, scale_bytes, q_full);
     if (blocks > 0) tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
     tile_trace.stamp(walked, PRODUCER_Q_ISSUED);
     for (int j = 0; j < blocks; ++j) {
