@@ -8,11 +8,13 @@
 //   inner = P_j . V_j        KEYS/32 e4m3 wgmma m64nDk32, P from registers, a fresh fp32
 //                            accumulator over the block's keys (the two-level scheme)
 //   O     = O * alpha + inner
-// Default schedule (serial + ping-pong, both head dims): after block j's softmax the
-// warpgroup waits for its turn, issues P.V of block j and Q.K^T of block j+1 back to back,
-// waits for both, hands the turn to the next consumer warpgroup (whose softmax ran
-// meanwhile), releases the stage and folds. The alternatives below stay buildable for
-// experiments; notes/kernels.md has what each measured.
+// Schedule (one S buffer, ping-pong, both head dims): after block j's softmax the warpgroup
+// waits for its turn (pingpong.cuh), issues P.V of block j and Q.K^T of block j+1 back to back,
+// waits for both, hands the turn to the next consumer warpgroup (whose softmax ran meanwhile),
+// releases the stage (its `empty` barrier, one arrive per warp) and folds.
+// Ownership: each consumer warpgroup owns its 64 rows' S, P, O, m and l in registers; it reads
+// K/V^T from the ring stage its `full` barrier guards and Q from the Q slot whose `full` barrier
+// the producer completes, and releases the slot (`empty`) after its epilogue.
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/warpgroup_regs.cuh"
@@ -188,7 +190,7 @@ SAGE_DEVICE void fold_block(float (&o)[D / 2], const float (&alpha)[2], const fl
 // consumer warpgroup's softmax runs meanwhile. A block step is two halves, so that the
 // tile's last batch (another Q operand, or no Q.K^T) is a copy of the short second half
 // outside the loop rather than a branch inside it: the loop body stays the size it was
-// (a larger one measured 0.86-0.94x everywhere, log seq 70). The trace stamps cost nothing
+// (a larger one runs slower). The trace stamps cost nothing
 // unless SM90_TRACE is set.
 
 // Block j's first half: the softmax, P as A fragments; returns the block's ring stage.

@@ -7,8 +7,9 @@
 // stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
 // still count in the box's bytes, so the count is the full box every time.
 // GQA: the K/V maps are indexed with the query head's kv head.
-// The thread polls its barriers: a suspend-time hint on those waits (its warp shares a
-// scheduler with two consumer warps) measured no gain (EXPERIMENT_LOG seq 29; tree 7d591a7).
+// Ownership: the producer thread owns the tile walk (scheduler.cuh), the ring's `full` barriers
+// (expect_tx + TMA completion) and the Q slots' `full` barriers; it waits on the consumers'
+// `empty` arrivals (one per consumer warp) before reusing a stage or a slot.
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"

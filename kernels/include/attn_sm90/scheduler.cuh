@@ -22,8 +22,7 @@
 // exp2 unit. Every thread computes the divisors at the start and holds them in registers, except
 // in the cta_k = 64 geometry: there they stayed live through the key loop and its head_dim-128
 // consumers spilled (79 local accesses per block, 413 against 798 TOPS), so thread 0 writes them
-// to shared memory instead. Read from shared memory everywhere they measured 0.98x at N 1024;
-// passed as kernel parameters, 0.96-0.99x (EXPERIMENT_LOG seq 71-72). For 0 <= n < 2^31
+// to shared memory instead (shared memory everywhere, or kernel parameters, are slower). For 0 <= n < 2^31
 // and d = divisor > 1 with p = ceil(log2 d): multiplier = ceil(2^(31+p) / d) < 2^32, and
 // n * multiplier / 2^(31+p) exceeds n / d by less than n / 2^(31+p) < 1 / d, which cannot
 // carry the quotient past the next integer.

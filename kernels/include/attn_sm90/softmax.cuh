@@ -30,11 +30,7 @@
 // the bias away with the running max: x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m). The
 // one rounding of that per-row constant shifts a row's block of exp2 arguments by at most
 // 0.75 * mult, under one unit of S_int and the same for every score of the row in the block.
-// Measured per head_dim (EXPERIMENT_LOG seq 109): 1.017-1.023x at 64, 0.95-0.97x at 128. So
-// SM90_CVT_FOLD=2 (the default) folds at head_dim 64 only; 0 never, 1 at every head_dim.
-// Closed (EXPERIMENT_LOG seq 150; tree 261fb29 has SM90_BIASED_SCORES): the Q.K^T accumulating onto
-// the bias itself (score registers primed by 64 moves or 16 shared loads, scale-d on), which takes the
-// integer add out too, measured 0.95-1.00x at 64 and 0.92-0.99x at 128.
+// Folded at head_dim 64 only: at 128 the fold is slower than the I2FP conversion.
 SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) { return head_dim == 64; }
 
 SAGE_DEVICE int sm90_s_row(int lane, int i) { return lane / 4 + 8 * ((i / 2) % 2); }  // + 16 * warp
@@ -60,11 +56,8 @@ struct BlockMask {
 // from the score array; P has S_REGS / 16 k32 steps.
 
 // The INT32 maximum of each row half's S_REGS / 2 scores. sm90_softmax_max takes both halves'
-// maxima (two chains of S_REGS / 4 VIMNMX3) before either half's conversion and quad shuffles.
-// Measured against the two other forms on the H200 (EXPERIMENT_LOG seq 28): each half's
-// chain followed by its own shuffles ran 4% slower at head_dim 64 (0.6% at 128), and a
-// 3-ary tree (depth 4 instead of 16) 6% slower at 64 although it took 27 cycles off the
-// softmax alone.
+// maxima (two chains of S_REGS / 4 VIMNMX3) before either half's conversion and quad shuffles:
+// faster in the kernel than each half's chain followed by its own shuffles, or a shallower tree.
 template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32 (&mx)[2]) {
 #pragma unroll
@@ -80,10 +73,6 @@ SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32
   }
 }
 
-// Closed (EXPERIMENT_LOG seq 180-181; trees 5fba05a and 18309d8 have SM90_SPEC_MAX): the exp pass run with
-// the running max as it stands, beside the row max, redoing a row half whose max moved. Same bits;
-// kernel only 0.73-0.83x at every shape, and only 0.97x beside the batches in the microbenchmark
-// with no redo at all.
 template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
