@@ -14,7 +14,7 @@
 // ldmatrix. GQA through the kv-head index; HND / NHD through strides.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3). sm_90 has no
 // e4m3 mma.sync: there P.V is f16 m16n8k16 on operands widened in the source
-// (pv_block_widened; -DATTN_NATIVE_E4M3_PV leaves the widening to ptxas, 6-10% slower on the H200).
+// (pv_block_widened: ptxas' own widening of each e4m3 mma.sync is slower).
 // Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory AttnSmem<D>::TOTAL.
 #include "common.cuh"
 #include "convert.cuh"
@@ -33,7 +33,7 @@
 // it loads (pv_block_widened). Widening V once per CTA into a shared f16 tile measured slower
 // (EXPERIMENT_LOG seq 49; tree d5e353d has it as -DATTN_SHARED_F16_V=1), and so did 16-row warps,
 // with or without that tile (seq 54; tree 9a14b31 has -DATTN_WARP_ROWS=16).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !defined(ATTN_NATIVE_E4M3_PV)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
 #define ATTN_WIDEN_PV 1
 #else
 #define ATTN_WIDEN_PV 0
@@ -44,25 +44,17 @@
 // H200 that measured 3% faster for <128, fp32 inner>, 3% for <64, fp32> and 13% for <64, fp16>,
 // but 3.5% slower for <128, fp16 inner>, which keeps one loop with the mask chosen per block
 // (EXPERIMENT_LOG seq 50). Measured on sm_90 only, so the other targets keep one loop too.
-// -DATTN_SPLIT_LOOPS=0 / =1 forces one shape for every instance and target.
-#ifndef ATTN_SPLIT_LOOPS
-#define ATTN_SPLIT_LOOPS (-1)
-#endif
 template <int D, bool PV_F16>
 SAGE_DEVICE constexpr bool split_loops() {
-  return ATTN_SPLIT_LOOPS >= 0 ? ATTN_SPLIT_LOOPS != 0 : ATTN_WIDEN_PV && !(D == 128 && PV_F16);
+  return ATTN_WIDEN_PV && !(D == 128 && PV_F16);
 }
 
 // The widened P.V walks the block's k steps outermost, four accumulator chains (two m-tiles x two
 // n-tiles) in flight instead of two or three, for <128, fp32+fp32> on sm_90: 1.022-1.027x there, level
 // for <128, fp32+fp16> and 0.99x at head_dim 64, which keep the jp-outer order (EXPERIMENT_LOG seq 121).
-// -DATTN_PV_KQ_OUTER=0 / =1 forces one order for every instance.
-#ifndef ATTN_PV_KQ_OUTER
-#define ATTN_PV_KQ_OUTER (-1)
-#endif
 template <int D, bool PV_F16>
 SAGE_DEVICE constexpr bool pv_kq_outer() {
-  return ATTN_PV_KQ_OUTER >= 0 ? ATTN_PV_KQ_OUTER != 0 : D == 128 && !PV_F16;
+  return D == 128 && !PV_F16;
 }
 
 #define ATTN_CAUSAL 1

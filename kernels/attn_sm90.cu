@@ -8,7 +8,7 @@
 // (sm90 geometry; V^T zero-padded to 128 keys and permuted in 16s like the sm89 preset,
 // which lets P feed the P.V wgmma without shuffles: attn_sm90/softmax.cuh).
 //
-// Who owns what (Phase 1 decision, EXPERIMENT_LOG record 12):
+// Who owns what:
 //   warpgroup 0   producer: one thread, TMA copies of Q (per tile) and of K / V^T into a
 //                 STAGES-deep ring on mbarriers (attn_sm90/producer.cuh); gives its
 //                 registers to the consumers (setmaxnreg)
@@ -21,6 +21,9 @@
 // Geometries (attn_sm90/geometry.cuh): the sm90 preset's 128-key step with two consumers at
 // head_dim 128 and three at head_dim 64; three consumers stepping 64 keys (the preset with
 // cta_k = 64).
+// Barriers: the ring's `full` (producer: expect_tx + TMA bytes) and `empty` (one arrive per
+// consumer warp) per stage; the same pair per Q slot (its Q, V channel scales and tile index);
+// named barriers 1..CONSUMERS for the tensor-core turns (pingpong.cuh).
 // Shared memory: SM90_Q_SLOTS x Q (CTA_Q x D: the next tile's Q loads while this tile
 // runs), STAGES x (K BLOCK_KEYS x D + V^T D x BLOCK_KEYS), 1024-byte
 // aligned, K-major with the hardware swizzle of the row width (128 B rows: 128 B, 64 B: 64 B);

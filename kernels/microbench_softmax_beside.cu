@@ -45,8 +45,16 @@ struct BesideSmem {
   int done;
 };
 
-// The softmax warpgroups (`threads` of them: 128 or 256) meet at named barrier 1.
-SAGE_DEVICE void softmax_barrier(int threads) { asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory"); }
+// Named barrier ids (barrier 0 is __syncthreads).
+enum BesideBarrier : int {
+  BESIDE_BARRIER_SOFTMAX = 1,  // the softmax warpgroups' start and end of the timed steps
+  BESIDE_BARRIER_BATCHES = 2,  // the batch warpgroup's vote to leave its loop together (warpgroup_any)
+};
+
+// The softmax warpgroups (`threads` of them: 128 or 256) meet at BESIDE_BARRIER_SOFTMAX.
+SAGE_DEVICE void softmax_barrier(int threads) {
+  asm volatile("bar.sync %0, %1;" ::"n"(int(BESIDE_BARRIER_SOFTMAX)), "r"(threads) : "memory");
+}
 
 // Warpgroups 0 .. threads / 128 - 1: the softmax steps, timed between barriers of their own threads.
 SAGE_DEVICE void timed_softmax_steps(int iters, unsigned long long *cycles, float *sink, int threads) {
@@ -106,12 +114,12 @@ SAGE_DEVICE void pv_steps(float (&inner)[D / 2], const u32 (&p)[4][4], u64 desc_
   }
 }
 
-// True in every thread of the calling warpgroup when `flag` is non-zero in any of them (named barrier 2
-// of 128 threads): the warpgroup leaves its loop together, since a wgmma needs all four warps.
+// True in every thread of the calling warpgroup when `flag` is non-zero in any of them (BESIDE_BARRIER_BATCHES,
+// 128 threads): the warpgroup leaves its loop together, since a wgmma needs all four warps.
 SAGE_DEVICE bool warpgroup_any(int flag) {
   int any;
-  asm volatile("{\n .reg .pred p, q;\n setp.ne.s32 p, %1, 0;\n bar.red.or.pred q, 2, 128, p;\n selp.s32 %0, 1, 0, q;\n}"
-               : "=r"(any) : "r"(flag) : "memory");
+  asm volatile("{\n .reg .pred p, q;\n setp.ne.s32 p, %1, 0;\n bar.red.or.pred q, %2, 128, p;\n selp.s32 %0, 1, 0, q;\n}"
+               : "=r"(any) : "r"(flag), "n"(int(BESIDE_BARRIER_BATCHES)) : "memory");
   return any != 0;
 }
 

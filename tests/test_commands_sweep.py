@@ -14,12 +14,13 @@ def run(capsys, *argv):
 
 
 def test_variants_select_schedules():
-    everything = list(sweep_sm90.variants(128))
+    schedules = {**sm90_schedules.SCHEDULES, "no-pack": ("-DSM90_ABLATE_PACK=1",), "d64-no-cvt": ("-DSM90_ABLATE_CVT=1",)}
+    everything = list(sweep_sm90.variants(128, schedules=schedules))
     assert [name for name, _, _ in everything].count("default") == len(sm90_schedules.STAGES[128])  # one per depth
     assert not any(name.startswith("d64") for name, _, _ in everything)
-    assert any(name == "d64-overlap" for name, _, _ in sweep_sm90.variants(64))
-    chosen = list(sweep_sm90.variants(128, only=("default", "no-pingpong")))
-    assert [(name, stages) for name, stages, _ in chosen] == [("default", None), ("no-pingpong", None)]
+    assert any(name == "d64-no-cvt" for name, _, _ in sweep_sm90.variants(64, schedules=schedules))
+    chosen = list(sweep_sm90.variants(128, only=("default", "no-pack"), schedules=schedules))
+    assert [(name, stages) for name, stages, _ in chosen] == [("default", None), ("no-pack", None)]
     k64 = [(name, stages) for name, stages, _ in sweep_sm90.variants(64, cta_k=64) if name == "default"]
     assert k64 == [("default", s) for s in sm90_schedules.STAGES_K64[64]]
     ablations = [name for name, _, _ in sweep_sm90.variants(128, ablate=True)]
@@ -35,11 +36,11 @@ def test_every_schedule_macro_is_one_a_kernel_reads():
 
 
 def test_an_extra_schedule_is_parsed_and_added():
-    assert sweep_sm90.parse_schedule("one Q slot=-DSM90_Q_SLOTS=1 -USM90_TRACE") == (
-        "one Q slot", ("-DSM90_Q_SLOTS=1", "-USM90_TRACE"))
-    extra = sweep_sm90.schedule_table(["one Q slot=-DSM90_Q_SLOTS=1"])
-    assert list(extra)[:-1] == list(sm90_schedules.SCHEDULES) and extra["one Q slot"] == ("-DSM90_Q_SLOTS=1",)
-    assert [o for n, _, o in sweep_sm90.variants(128, only=("one Q slot",), schedules=extra)] == [("-DSM90_Q_SLOTS=1",)]
+    assert sweep_sm90.parse_schedule("no pack=-DSM90_ABLATE_PACK=1 -USM90_TRACE") == (
+        "no pack", ("-DSM90_ABLATE_PACK=1", "-USM90_TRACE"))
+    extra = sweep_sm90.schedule_table(["no pack=-DSM90_ABLATE_PACK=1"])
+    assert list(extra)[:-1] == list(sm90_schedules.SCHEDULES) and extra["no pack"] == ("-DSM90_ABLATE_PACK=1",)
+    assert [o for n, _, o in sweep_sm90.variants(128, only=("no pack",), schedules=extra)] == [("-DSM90_ABLATE_PACK=1",)]
 
 
 def test_shapes_parse_with_the_causal_suffix():

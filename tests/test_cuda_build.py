@@ -143,8 +143,8 @@ def test_cupy_missing_reason_says_how_to_install_and_is_none_when_cupy_imports(m
 
 def test_macro_options_take_definitions_and_removals_only():
     from sagelib.cuda.build import macro_options
-    assert macro_options(["-DSM90_CVT_BIAS=1", "-USM90_TRACE"], "--option", "-DX=1") == ("-DSM90_CVT_BIAS=1",
-                                                                                         "-USM90_TRACE")
+    assert macro_options(["-DSM90_ABLATE_CVT=1", "-USM90_TRACE"], "--option", "-DX=1") == ("-DSM90_ABLATE_CVT=1",
+                                                                                           "-USM90_TRACE")
     assert macro_options((), "--option", "-DX=1") == ()
     for bad in ("--use_fast_math", "-D", "SM90_X=1", "-O3", "-D1X"):
         with pytest.raises(ValueError, match=rf"--flag: expected -DNAME\[=VALUE\] or -UNAME words, got \['{bad}'\]; "
@@ -155,8 +155,8 @@ def test_macro_options_take_definitions_and_removals_only():
 def test_a_macro_no_kernel_reads_is_refused(tmp_path, monkeypatch):
     """A misspelt switch would build the default kernel and time it as the experiment."""
     from sagelib.cuda.build import kernel_identifiers, macro_options
-    with pytest.raises(ValueError, match=r"--flag: no kernel source reads the macro of \['-DSM90_CVT_BAIS=1'\]"):
-        macro_options(["-DSM90_CVT_BIAS=1", "-DSM90_CVT_BAIS=1"], "--flag", "--flag=-DSM90_CVT_BIAS=1")
+    with pytest.raises(ValueError, match=r"--flag: no kernel source reads the macro of \['-DSM90_ABLATE_CTV=1'\]"):
+        macro_options(["-DSM90_ABLATE_CVT=1", "-DSM90_ABLATE_CTV=1"], "--flag", "--flag=-DSM90_ABLATE_CVT=1")
     # the identifiers are read again when a source changes
     kernels = tmp_path / "kernels"
     (kernels / "include").mkdir(parents=True)

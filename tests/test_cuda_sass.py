@@ -106,7 +106,7 @@ def test_family(opcode, family):
     (["--kernel", "quant_kv.cu"], "--kernel: expected one of ['attn_mma.cu', 'attn_sm90.cu'], got 'quant_kv.cu'"),
     (["--arch", "sm_75"], "--arch: expected one of"),
     (["--kernel", "attn_sm90.cu", "--arch", "sm_89"], "--arch: none of ['sm_89'] builds ['attn_sm90.cu']"),
-    (["--option", "SM90_CVT_FOLD=1"], "--option: expected -DNAME[=VALUE] or -UNAME words, got ['SM90_CVT_FOLD=1']"),
+    (["--option", "SM90_ABLATE_CVT=1"], "--option: expected -DNAME[=VALUE] or -UNAME words, got ['SM90_ABLATE_CVT=1']"),
     (["--jobs", "0"], "--jobs: expected a positive number, got 0"),
     (["--compare"], "--compare: compares a build with --option against the default one"),
     (["--option=-DSM90_CVT_BAIS=1"], "--option: no kernel source reads the macro of ['-DSM90_CVT_BAIS=1']")])
@@ -146,18 +146,71 @@ def test_the_hopper_exp_pass_issues_the_contracts_instructions_per_score_and_lit
 @needs_tools
 @pytest.mark.slow
 def test_an_option_reaches_the_compile(tmp_path, capsys):
-    """SM90_CVT_BIAS=1 converts through the float bias (an integer add and a float add) instead of I2FP;
-    --compare builds both and shows that move."""
-    out = tmp_path / "bias.json"
-    assert cli.main(["kernels", "sass", "--kernel", "attn_sm90.cu", "--option=-DSM90_CVT_BIAS=1", "--compare",
+    """SM90_ABLATE_CVT=1 reinterprets the scores as floats instead of converting them: the head_dim-128 exp pass
+    loses its I2FP per score and gains no other conversion; --compare builds both and shows that move."""
+    out = tmp_path / "ablate_cvt.json"
+    assert cli.main(["kernels", "sass", "--kernel", "attn_sm90.cu", "--option=-DSM90_ABLATE_CVT=1", "--compare",
                      "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     document = json.loads(out.read_text())
-    assert document["options"] == ["-DSM90_CVT_BIAS=1"] and document["command"].endswith("--compare")
+    assert document["options"] == ["-DSM90_ABLATE_CVT=1"] and document["command"].endswith("--compare")
     name = "attn_sm90_kernel<128, 4, 2, 128, false>"
-    biased, = [k["counts"] for k in document["kernels"] if k["kernel"] == name]
+    ablated, = [k["counts"] for k in document["kernels"] if k["kernel"] == name]
     default, = [k["counts"] for k in document["baseline_kernels"] if k["kernel"] == name]
-    assert default["i2f"] >= 64 and biased["i2f"] <= 2
-    assert biased["iadd"] >= 64 and biased["fadd"] >= default["fadd"] + 64
+    assert default["i2f"] >= 64 and ablated["i2f"] <= 2
+    assert ablated["iadd"] <= default["iadd"] and ablated["exp2"] == default["exp2"]
     row, = [line for line in printed.split("against the default build")[1].splitlines() if line.startswith(name)]
-    assert "-0.9" in row and "+0.9" in row
+    assert "-0.9" in row
+
+
+def test_a_fingerprint_drops_addresses_and_keeps_every_encoding_word():
+    listing = sass.function_listings(LISTING)
+    assert list(listing) == ["_Z4kernv", "_Z5otherv"]
+    assert listing["_Z4kernv"][0] == "LDC R1, c[0x0][0x28] | 0x00000a00ff017b82 0x000e240000000800"
+    assert listing["_Z4kernv"][1] == "@P0 BRA 0x80 | 0x0000000000000947"
+    moved = LISTING.replace("/*0000*/", "/*0100*/").replace("  LDC R1", "      LDC R1")
+    assert sass.function_listings(moved) == listing  # addresses and spacing are not the code
+    control = LISTING.replace("0x000e240000000800", "0x000fe40000000800")  # only the scheduling bits differ
+    text = LISTING.replace("c[0x0][0x28]", "c[0x0][0x30]")  # only a constant-bank offset differs
+    base = sass.fingerprint(listing["_Z4kernv"])
+    for changed in (control, text):
+        assert sass.fingerprint(sass.function_listings(changed)["_Z4kernv"]) != base
+    assert sass.fingerprint(sass.function_listings(control)["_Z5otherv"]) == sass.fingerprint(listing["_Z5otherv"])
+
+
+def test_the_fingerprint_comparison_names_every_change():
+    before = {"a.cu: k<1>@sm_89": "x", "a.cu: k<2>@sm_89": "y", "a.cu: k<3>@sm_89": "z"}
+    table, ok = sass.compare_fingerprints(before, dict(before))
+    assert ok and "3 of 3 instance x arch builds identical" in table
+    table, ok = sass.compare_fingerprints(before, {"a.cu: k<1>@sm_89": "x", "a.cu: k<2>@sm_89": "w",
+                                                   "a.cu: k<4>@sm_89": "v"})
+    assert not ok
+    rows = dict(line.rsplit("  ", 1) for line in table.splitlines()[2:6])
+    assert {k.strip(): v for k, v in rows.items()} == {
+        "a.cu: k<1>@sm_89": "identical", "a.cu: k<2>@sm_89": "DIFFERENT",
+        "a.cu: k<3>@sm_89": "only in the baseline", "a.cu: k<4>@sm_89": "new (not in the baseline)"}
+
+
+def test_fingerprint_against_a_file_it_cannot_read_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "bad.json").write_text("{}")
+    assert cli.main(["kernels", "fingerprint", "--against", str(tmp_path / "bad.json")]) == 2
+    assert "--against: expected a file written by `sagelib kernels fingerprint --json`" in capsys.readouterr().err
+
+
+@needs_tools
+@pytest.mark.slow
+def test_fingerprints_are_reproducible_and_a_changed_one_is_named(tmp_path, capsys):
+    """Two builds of the same source hash alike; the file compared against itself is all identical, and a
+    build whose code differs (here: another file's fingerprints under the same keys) is not."""
+    out = tmp_path / "fp.json"
+    argv = ["kernels", "fingerprint", "--kernel", "attn_sm90.cu"]
+    assert cli.main([*argv, "--json", str(out)]) == 0
+    found = json.loads(out.read_text())["fingerprints"]
+    assert set(found) == {f"attn_sm90.cu: {name}@sm_90a" for name in sass.check.INSTANCES["attn_sm90.cu"]}
+    capsys.readouterr()
+    assert cli.main([*argv, "--against", str(out)]) == 0
+    assert f"{len(found)} of {len(found)} instance x arch builds identical" in capsys.readouterr().out
+    swapped = dict(zip(found, reversed(list(found.values()))))
+    (tmp_path / "swapped.json").write_text(json.dumps({"fingerprints": swapped}))
+    assert cli.main([*argv, "--against", str(tmp_path / "swapped.json")]) == 1
+    assert "DIFFERENT" in capsys.readouterr().out

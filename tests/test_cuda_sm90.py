@@ -242,9 +242,9 @@ def test_shared_memory_budget_and_stage_checks():
 def test_environment_options_are_macro_words_only(monkeypatch):
     monkeypatch.delenv(sm90.OPTIONS_ENV, raising=False)
     assert sm90.environment_options() == ()
-    monkeypatch.setenv(sm90.OPTIONS_ENV, " -DSM90_Q_IN_REGISTERS=1  -USM90_TRACE ")
-    assert sm90.environment_options() == ("-DSM90_Q_IN_REGISTERS=1", "-USM90_TRACE")
-    monkeypatch.setenv(sm90.OPTIONS_ENV, "-DSM90_Q_IN_REGISTERS=1 --use_fast_math")
+    monkeypatch.setenv(sm90.OPTIONS_ENV, " -DSM90_ABLATE_PACK=1  -USM90_TRACE ")
+    assert sm90.environment_options() == ("-DSM90_ABLATE_PACK=1", "-USM90_TRACE")
+    monkeypatch.setenv(sm90.OPTIONS_ENV, "-DSM90_ABLATE_PACK=1 --use_fast_math")
     with pytest.raises(ValueError, match=r"SAGELIB_SM90_OPTIONS: expected -DNAME\[=VALUE\] or -UNAME words, "
                                          r"got \['--use_fast_math'\]"):
         sm90.environment_options()

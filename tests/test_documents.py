@@ -29,8 +29,9 @@ def test_every_schema_a_module_writes_is_registered_once():
     literal = {name: sorted(set(files)) for name, files in written.items()
                if set(files) != {"sagelib/records/documents.py"}}
     # the loader (sagelib.cuda) sits below records and keeps its literal; a test holds it to the registry
-    assert literal == {sass.SCHEMA: ["sagelib/cuda/sass.py", "sagelib/records/documents.py"]}, literal
-    assert sass.SCHEMA == documents.SASS_EXP_PASS.id
+    in_the_loader = ["sagelib/cuda/sass.py", "sagelib/records/documents.py"]
+    assert literal == {sass.SCHEMA: in_the_loader, sass.FINGERPRINT_SCHEMA: in_the_loader}, literal
+    assert (sass.SCHEMA, sass.FINGERPRINT_SCHEMA) == (documents.SASS_EXP_PASS.id, documents.SASS_FINGERPRINT.id)
 
 
 def test_load_all_and_schema_of(tmp_path):

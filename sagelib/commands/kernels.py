@@ -3,6 +3,8 @@
 ``sagelib kernels build`` fills the NVRTC kernel cache ahead of a run.
 ``sagelib kernels sass`` counts the instructions per exp2 of each attention kernel's exp pass
 (nvcc and cuobjdump, no GPU needed).
+``sagelib kernels fingerprint`` hashes the SASS of every instance the launcher builds, per architecture, and with
+``--against FILE`` says which changed since a recorded set (a refactoring must leave them all identical).
 ``sagelib kernels check`` compiles every kernel for every target architecture
 with nvcc (no GPU needed) and prints registers, spills, stack and shared memory
 per kernel and architecture; it exits 1 when a target fails or a kernel spills
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from sagelib.errors import UsageError
+from sagelib.errors import KernelUnavailable, UsageError
 
 
 def register(subparsers) -> None:
@@ -45,6 +47,16 @@ def register(subparsers) -> None:
     sass.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes (default 2)")
     sass.add_argument("--json", metavar="FILE", help="also write the counts as JSON")
     sass.set_defaults(func=run_sass_command)
+    fp = sub.add_parser("fingerprint", help="one sha256 of the SASS of each built instance per architecture "
+                        "(nvcc, cuobjdump); --against a recorded set says which changed")
+    fp.add_argument("--kernel", action="append", metavar="FILE.cu", help="only this kernel file (repeatable)")
+    fp.add_argument("--arch", action="append", metavar="sm_XX", help="only this architecture (repeatable)")
+    fp.add_argument("--jobs", type=int, default=2, help="parallel nvcc processes (default 2)")
+    fp.add_argument("--json", metavar="FILE", help="write the fingerprints as JSON (to compare against later)")
+    fp.add_argument("--against", metavar="FILE",
+                    help="a --json file written before: print instance x arch identical or DIFFERENT; exit 1 unless "
+                         "every one is identical")
+    fp.set_defaults(func=run_fingerprint_command)
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
@@ -91,9 +103,9 @@ def run_check_command(args) -> int:
     result = check.run_check(args.kernel, args.arch, jobs=args.jobs, baseline={} if args.write_baseline else None)
     print(check.format_table(result))
     if json_out:
-        from sagelib.measure import recordings as bench_records
+        from sagelib.records import documents
 
-        bench_records.write_json(check.to_json(result), json_out)
+        documents.write_json(check.to_json(result), json_out)
     if args.write_baseline:
         failed_targets = [t for t in result.targets if not t.ok]
         if failed_targets:
@@ -123,12 +135,12 @@ def run_sass_command(args) -> int:
     _known("--arch", args.arch, sass.check.ARCH_PRESETS,
            "give one of those presets (repeat --arch for several), or leave it out for each file's defaults")
     try:
-        options = macro_options(args.option or (), "--option", "--option=-DSM90_CVT_FOLD=1")
+        options = macro_options(args.option or (), "--option", "--option=-DSM90_ABLATE_CVT=1")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if args.compare and not options:
         raise UsageError("--compare: compares a build with --option against the default one; give the experiment's "
-                         "switch, e.g. --compare --option=-DSM90_CVT_BIAS=1")
+                         "switch, e.g. --compare --option=-DSM90_ABLATE_CVT=1")
     if args.jobs < 1:
         raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
     targets = {}
@@ -153,8 +165,8 @@ def run_sass_command(args) -> int:
     if baseline is not None:
         print("\n" + sass.format_change(baseline, mixes, options))
     if json_out:
-        from sagelib.measure import recordings as bench_records
         from sagelib.measure.profiling import tool_status
+        from sagelib.records import documents
         from sagelib.records.datafile import utc_stamp
 
         document = sass.to_json(mixes, options, baseline)
@@ -162,5 +174,45 @@ def run_sass_command(args) -> int:
             + [f"--option={o}" for o in args.option or ()] + (["--compare"] if args.compare else [])
         document |= {"created_utc": utc_stamp(), "command": " ".join(["sagelib kernels sass", *given]),
                      "toolchain": {"nvcc": tool_status("nvcc").version, "cuobjdump": sass.find_cuobjdump()}}
-        bench_records.write_json(document, json_out)
+        documents.write_json(document, json_out)
     return 0
+
+
+def run_fingerprint_command(args) -> int:
+    from sagelib.commands.args import output_file
+    from sagelib.cuda import sass
+
+    _known("--kernel", args.kernel, sorted(sass.check.INSTANCES),
+           "give one of those files (repeat --kernel for several), or leave it out for every kernel")
+    _known("--arch", args.arch, sass.check.ARCH_PRESETS,
+           "give one of those presets (repeat --arch for several), or leave it out for every architecture")
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: expected a positive number, got {args.jobs}")
+    before = None
+    if args.against:
+        try:
+            before = json.loads(open(args.against).read())["fingerprints"]
+        except (OSError, ValueError, KeyError) as exc:
+            raise UsageError(f"--against: expected a file written by `sagelib kernels fingerprint --json`, "
+                             f"got {args.against!r} ({exc})") from None
+    json_out = output_file("--json", args.json) if args.json else None  # checked before the compile
+    missing = sass.unavailable_reason()
+    if missing:
+        raise KernelUnavailable(f"the fingerprints {missing}")
+    found = sass.fingerprints(args.kernel, args.arch, jobs=args.jobs)
+    if json_out:
+        from sagelib.measure.profiling import tool_status
+
+        json_out.write_text(json.dumps({"schema": sass.FINGERPRINT_SCHEMA,
+                                        "toolchain": {"nvcc": tool_status("nvcc").version,
+                                                      "cuobjdump": sass.find_cuobjdump()},
+                                        "fingerprints": found}, indent=1) + "\n")
+    if before is None:
+        for key, digest in found.items():
+            print(f"{digest}  {key}")
+        return 0
+    if args.kernel or args.arch:  # a partial run compares only what it built
+        before = {k: v for k, v in before.items() if k in found}
+    table, ok = sass.compare_fingerprints(before, found)
+    print(table)
+    return 0 if ok else 1

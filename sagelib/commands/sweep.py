@@ -3,7 +3,7 @@
     sagelib sweep                                   # every schedule and ring depth on the shapes
     sagelib sweep --build-only                      # compile every variant into the kernel cache (no GPU)
     sagelib sweep --variants default,no-pingpong --rounds 5 --out sweep.json
-    sagelib sweep --schedule "one Q slot=-DSM90_Q_SLOTS=1" --variants "default,one Q slot" --rounds 5
+    sagelib sweep --schedule "no pack=-DSM90_ABLATE_PACK=1" --variants "default,no pack" --rounds 5
     sagelib sweep --ablate --sustain 4 --shapes 2:32:16384:128   # leave-one-out builds under the power cap
     sagelib sweep --cta-k 64                        # the three-consumer geometry, with its own ring depths
 

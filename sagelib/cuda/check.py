@@ -152,7 +152,7 @@ def cubin_path(workdir: Path, file: str, arch: str, options: tuple[str, ...] = (
 
 def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tuple[str, ...] = ()) -> TargetResult:
     """Compile ``file``'s instances for ``arch`` into :func:`cubin_path`; ``options`` are extra nvcc options, e.g. a
-    build the launcher makes (instances.VARIANTS) or a macro of an experiment (``-DATTN_CVT_FOLD=1``)."""
+    build the launcher makes (instances.VARIANTS) or a macro of an experiment (``-DSM90_ABLATE_CVT=1``)."""
     unit = cubin_path(workdir, file, arch, options).with_suffix(".cu")
     unit.write_text(translation_unit(file))
     cmd = [nvcc, "-std=c++17", gencode(arch), "-cubin", "-o", str(unit.with_suffix(".cubin")),

@@ -13,6 +13,7 @@ CUDA toolkit and as NVIDIA's ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisas
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -283,3 +284,96 @@ def to_json(mixes: list[ExpPassMix], options: tuple[str, ...] = (),
     if baseline is not None:
         document["baseline_kernels"] = kernels(baseline)
     return document
+
+
+# --- fingerprints: one hash of each built instance's machine code, to show that a source change left it alone ---
+
+FINGERPRINT_SCHEMA = "sagelib.sass_fingerprint/1"
+_ENCODING = re.compile(r"/\*\s*(0x[0-9a-f]{16})\s*\*/")
+
+
+def function_listings(text: str) -> dict[str, list[str]]:
+    """``cuobjdump -sass`` output -> each function's lines as ``instruction | encodings``: the address comment
+    dropped, the instruction text kept, and the 64-bit encoding words (which hold the scheduling control bits the
+    text leaves out) appended to the instruction they encode."""
+    functions: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if m := _FUNCTION.match(line):
+            current = functions.setdefault(m["name"], [])
+        elif current is not None and (m := _LINE.match(line)):
+            current.append(" ".join(m["body"].split()) + " |" + "".join(" " + w for w in _ENCODING.findall(line)))
+        elif current and line.strip().startswith("/* 0x") and (words := _ENCODING.findall(line)):
+            current[-1] += "".join(" " + w for w in words)  # the instruction's second encoding word
+    return functions
+
+
+def fingerprint(lines: list[str]) -> str:
+    """sha256 of a function's normalised listing (:func:`function_listings`)."""
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def fingerprints(files: list[str] | None = None, archs: list[str] | None = None, *, jobs: int = 2) -> dict[str, str]:
+    """Compile every instance the launcher builds (``instances.INSTANCES``, each build of ``instances.builds``) for
+    every architecture it is built for, as `sagelib kernels check` does, and hash each one's SASS:
+    ``"file: kernel<...>[ [-D...]]@arch" -> sha256``. RuntimeError names what is missing or what failed."""
+    missing = unavailable_reason()
+    if missing:
+        raise RuntimeError(f"the fingerprints {missing}")
+    nvcc, cuobjdump = check.nvcc_path(), find_cuobjdump()
+    files = files or sorted(check.INSTANCES)
+    archs = archs or list(check.ARCH_PRESETS)
+    check.require_known(files, archs)
+    work = [(f, a, o) for f in files for a in archs if a in check.ONLY_ARCHS.get(f, archs) for o in check.builds(f)]
+    found: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="sagelib-fingerprint-") as tmp:
+        def one(fao):
+            file, arch, options = fao
+            result = check.compile_target(file, arch, nvcc, Path(tmp), options)
+            if not result.ok:
+                raise RuntimeError(f"{result.label} for {arch} did not compile: {result.error.splitlines()[0]}")
+            return fao, listings_of(check.cubin_path(Path(tmp), file, arch, options), cuobjdump)
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for (file, arch, options), functions in pool.map(one, work):
+                names = check.demangle(list(functions))
+                wanted = set(check.INSTANCES[file])
+                for mangled, lines in functions.items():
+                    if names[mangled] in wanted:
+                        found[f"{file}: {names[mangled]}{check.variant_suffix(options)}@{arch}"] = fingerprint(lines)
+                absent = wanted - {names[m] for m in functions}
+                if absent:
+                    raise RuntimeError(f"{file} for {arch}: no SASS for {sorted(absent)}")
+    return dict(sorted(found.items()))
+
+
+def listings_of(cubin: Path, cuobjdump: str) -> dict[str, list[str]]:
+    """:func:`function_listings` of a cubin."""
+    nvdisasm = toolkit.find("nvdisasm")
+    folders = [str(Path(cuobjdump).parent)] + ([str(Path(nvdisasm).parent)] if nvdisasm else [])
+    env = dict(os.environ, PATH=os.pathsep.join(folders + [os.environ.get("PATH", "")]))
+    proc = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cuobjdump -sass {cubin} failed: {(proc.stderr or proc.stdout).strip()[:500]}")
+    return function_listings(proc.stdout)
+
+
+def compare_fingerprints(before: dict[str, str], after: dict[str, str]) -> tuple[str, bool]:
+    """A table of every instance in either set: identical, DIFFERENT, or only in one; and whether all are identical."""
+    keys = sorted(set(before) | set(after))
+    width = max([len("instance@arch")] + [len(k) for k in keys])
+    lines = [f"{'instance@arch':<{width}}  result", f"{'-' * width}  ------"]
+    same = 0
+    for key in keys:
+        if key not in after:
+            verdict = "only in the baseline"
+        elif key not in before:
+            verdict = "new (not in the baseline)"
+        elif before[key] == after[key]:
+            verdict, same = "identical", same + 1
+        else:
+            verdict = "DIFFERENT"
+        lines.append(f"{key:<{width}}  {verdict}")
+    ok = same == len(keys)
+    lines.append(f"\n{same} of {len(keys)} instance x arch builds identical" + ("" if ok else "; NOT ALL IDENTICAL"))
+    return "\n".join(lines), ok

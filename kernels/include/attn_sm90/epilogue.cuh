@@ -12,14 +12,11 @@
 #include "../epilogue.cuh"
 #include "../online_softmax.cuh"
 
-// The output goes through a per-warp staging tile in shared memory (SM90_STAGED_STORE=1,
-// the default): each thread writes its 4-byte channel pairs there, and the warp then stores
-// whole 16-byte chunks, 256 (D128) or 128 (D64) contiguous bytes per row, instead of 4-byte
-// pieces scattered over 8 rows per instruction. Rows of the tile are padded by 16 bytes, so the
-// eight rows a store instruction covers fall in different banks.
-#ifndef SM90_STAGED_STORE
-#define SM90_STAGED_STORE 1
-#endif
+// The output goes through a per-warp staging tile in shared memory: each thread writes its 4-byte
+// channel pairs there, and the warp then stores whole 16-byte chunks, 256 (D128) or 128 (D64)
+// contiguous bytes per row, instead of 4-byte pieces scattered over 8 rows per instruction. Rows
+// of the tile are padded by 16 bytes, so the eight rows a store instruction covers fall in
+// different banks.
 #define SM90_STAGE_ROW_BYTES(D) (2 * (D) + 16)
 #define SM90_STAGE_BYTES(D) (16 * SM90_STAGE_ROW_BYTES(D))  // one warp's 16 rows
 
@@ -34,30 +31,23 @@ SAGE_DEVICE void sm90_store_output(const float (&o)[D / 2], const float (&m)[2],
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 8 * h;
     const RowFinish f = finish_row(l_part[h], m[h], causal, row, shift);
-    if (SM90_STAGED_STORE || row < n_q) {
-      u8 *stage_row = stage + (lane / 4 + 8 * h) * SM90_STAGE_ROW_BYTES(D) + 4 * (lane % 4);
-      u16 *dst = out + row * o_sn + 2 * (lane % 4);
+    u8 *stage_row = stage + (lane / 4 + 8 * h) * SM90_STAGE_ROW_BYTES(D) + 4 * (lane % 4);
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        const float a = o[4 * j + 2 * h] * f.inv * vs[j].x;
-        const float b = o[4 * j + 2 * h + 1] * f.inv * vs[j].y;
-        const u32 pair = out_bf16 ? pack2<true>(a, b) : pack2<false>(a, b);
-        if (SM90_STAGED_STORE) *reinterpret_cast<u32 *>(stage_row + 16 * j) = pair;
-        else *reinterpret_cast<u32 *>(dst + 8 * j) = pair;
-      }
+    for (int j = 0; j < D / 8; ++j) {
+      const float a = o[4 * j + 2 * h] * f.inv * vs[j].x;
+      const float b = o[4 * j + 2 * h + 1] * f.inv * vs[j].y;
+      *reinterpret_cast<u32 *>(stage_row + 16 * j) = out_bf16 ? pack2<true>(a, b) : pack2<false>(a, b);
     }
     if (row < n_q && lse != nullptr && lane % 4 == 0) lse[row] = f.lse;
   }
-  if (SM90_STAGED_STORE) {
-    constexpr int CHUNKS = 2 * D / 16;  // 16-byte chunks per row: 16 at D128, 8 at D64
-    __syncwarp();
+  constexpr int CHUNKS = 2 * D / 16;  // 16-byte chunks per row: 16 at D128, 8 at D64
+  __syncwarp();
 #pragma unroll
-    for (int i = 0; i < 16 * CHUNKS / 32; ++i) {
-      const int r = i * (32 / CHUNKS) + lane / CHUNKS, chunk = lane % CHUNKS;  // the warp's row r: row0 - lane / 4 + r
-      const uint4 v = *reinterpret_cast<const uint4 *>(stage + r * SM90_STAGE_ROW_BYTES(D) + 16 * chunk);
-      const int row = row0 - lane / 4 + r;
-      if (row < n_q) *reinterpret_cast<uint4 *>(out + row * o_sn + 8 * chunk) = v;
-    }
-    __syncwarp();  // the staging tile is free again
+  for (int i = 0; i < 16 * CHUNKS / 32; ++i) {
+    const int r = i * (32 / CHUNKS) + lane / CHUNKS, chunk = lane % CHUNKS;  // the warp's row r: row0 - lane / 4 + r
+    const uint4 v = *reinterpret_cast<const uint4 *>(stage + r * SM90_STAGE_ROW_BYTES(D) + 16 * chunk);
+    const int row = row0 - lane / 4 + r;
+    if (row < n_q) *reinterpret_cast<uint4 *>(out + row * o_sn + 8 * chunk) = v;
   }
+  __syncwarp();  // the staging tile is free again
 }

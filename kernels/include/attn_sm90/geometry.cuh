@@ -7,26 +7,22 @@
 // the CTA's launch pool: __launch_bounds__(THREADS, 1) lets ptxas give each thread 65,536 /
 // THREADS registers in multiples of 8, and a kernel with setmaxnreg takes them all, so 384
 // threads get 168 x 384 = 64,512 and 512 threads 128 x 512 = 65,536. A setmaxnreg.inc beyond
-// what the pool holds never returns (a producer of 32 with two consumers of 240 hung the GPU;
-// EXPERIMENT_LOG seq 76), so CONSUMER_REGS is counted from the pool:
+// what the pool holds never returns (a producer of 32 with two consumers of 240 hangs the GPU),
+// so CONSUMER_REGS is counted from the pool:
 //   Sm90Geometry<2, 128>  the contract's sm90 preset (128-key steps) at head_dim 128: 128 x 24 + 2 x 128 x 240 = 64,512
 //   Sm90Geometry<3, 64>   the three-consumer rotation of notebook 01 (the sm90 preset with
 //                         cta_k = 64): 128 x 24 + 3 x 128 x 160 = 64,512. Per thread at head_dim
 //                         64: S 32 + inner 32 + O 32 + P 8 registers; at 128, with P.V in two
 //                         halves (sm90_pv_parts): S 32 + inner 32 + O 64 + P 8.
 //   Sm90Geometry<3, 128>  the sm90 preset at head_dim 64 (only there: at 128 it would need 222 registers):
-//                         S 64 + inner 32 + O 32 + P 16 of 160; three softmax warps per scheduler,
-//                         1.14-1.23x the two-consumer geometry at N >= 4096 (EXPERIMENT_LOG seq 58).
+//                         S 64 + inner 32 + O 32 + P 16 of 160; three softmax warps per scheduler
+//                         (faster than two consumers at head_dim 64).
 #pragma once
 
 #define SM90_WG_ROWS 64  // query rows per consumer warpgroup
-#ifndef SM90_Q_SLOTS
-#define SM90_Q_SLOTS 2   // Q tiles in shared memory: the next tile's loads while this one runs
-#endif
-// Each Q slot also holds its tile's V channel scales for the epilogue (mainloop.cuh, producer.cuh).
-#ifndef SM90_VSCALE_SMEM
-#define SM90_VSCALE_SMEM 1
-#endif
+// Q tiles in shared memory: the next tile's loads while this one runs. Each Q slot also holds its
+// tile's V channel scales for the epilogue (mainloop.cuh, producer.cuh).
+#define SM90_Q_SLOTS 2
 #define SM90_PRODUCER_REGS 24
 #define SM90_SM_REGS 65536     // the register file setmaxnreg shares out
 #define SM90_K_GROUP_KEYS 128  // keys per k-scale group: the sm90 preset's blkk, whatever the step

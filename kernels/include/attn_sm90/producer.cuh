@@ -7,8 +7,9 @@
 // stage's `full` barrier as one transaction count. Rows past N arrive as zeros and
 // still count in the box's bytes, so the count is the full box every time.
 // GQA: the K/V maps are indexed with the query head's kv head.
-// The thread polls its barriers: a suspend-time hint on those waits (its warp shares a
-// scheduler with two consumer warps) measured no gain (EXPERIMENT_LOG seq 29; tree 7d591a7).
+// Ownership: the producer thread owns the tile walk (scheduler.cuh), the ring's `full` barriers
+// (expect_tx + TMA completion) and the Q slots' `full` barriers; it waits on the consumers'
+// `empty` arrivals (one per consumer warp) before reusing a stage or a slot.
 #pragma once
 #include "../hopper/pipeline.cuh"
 #include "../hopper/tma.cuh"
@@ -57,16 +58,15 @@ SAGE_DEVICE void produce(const AttnMaps &maps, const float *__restrict__ v_scale
       mbarrier_arrive(q_full);
       return;
     }
-    const int next = tiles.take_next(tile_counter, t);  // in flight while this tile loads
+    const int next = tiles.take_next(tile_counter);  // in flight while this tile loads
     const Tile tile = tiles(t);
     const int q0 = tile.qblock * G::CTA_Q;
     const int blocks = visible_key_blocks(q0, G::CTA_Q, n_q, n_kv, causal, shift, G::BLOCK_KEYS);
     const int hk = tiles.kv_head(tile.head);
     hand_over_tile(smem, slot, t);
-    const u32 scale_bytes = SM90_VSCALE_SMEM ? sizeof(smem.v_scale[0]) : 0;
+    const u32 scale_bytes = sizeof(smem.v_scale[0]);
     mbarrier_arrive_expect_tx(q_full, scale_bytes + (blocks > 0 ? sizeof(smem.q[0]) : 0));
-    if (SM90_VSCALE_SMEM)
-      bulk_load(smem.v_scale[slot], v_scale + ((i64)tile.batch * heads_kv + hk) * D, scale_bytes, q_full);
+    bulk_load(smem.v_scale[slot], v_scale + ((i64)tile.batch * heads_kv + hk) * D, scale_bytes, q_full);
     if (blocks > 0) tma_load_3d(smem.q[slot], maps.q, q_full, 0, q0, tile.batch * tiles.heads + tile.head);
     tile_trace.stamp(walked, PRODUCER_Q_ISSUED);
     for (int j = 0; j < blocks; ++j) {

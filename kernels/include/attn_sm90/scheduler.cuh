@@ -15,9 +15,6 @@
 #include "../common.cuh"
 #include "geometry.cuh"
 
-#ifndef SM90_STATIC_TILES
-#define SM90_STATIC_TILES 0
-#endif
 #define SM90_NO_TILE 0x7fffffff  // handed over after the last tile: not valid()
 
 // Division by a divisor fixed for the launch, as a multiply-high and a shift: the consumers
@@ -25,8 +22,7 @@
 // exp2 unit. Every thread computes the divisors at the start and holds them in registers, except
 // in the cta_k = 64 geometry: there they stayed live through the key loop and its head_dim-128
 // consumers spilled (79 local accesses per block, 413 against 798 TOPS), so thread 0 writes them
-// to shared memory instead. Read from shared memory everywhere they measured 0.98x at N 1024;
-// passed as kernel parameters, 0.96-0.99x (EXPERIMENT_LOG seq 71-72). For 0 <= n < 2^31
+// to shared memory instead (shared memory everywhere, or kernel parameters, are slower). For 0 <= n < 2^31
 // and d = divisor > 1 with p = ceil(log2 d): multiplier = ceil(2^(31+p) / d) < 2^32, and
 // n * multiplier / 2^(31+p) exceeds n / d by less than n / 2^(31+p) < 1 / d, which cannot
 // carry the quotient past the next integer.
@@ -57,9 +53,6 @@ struct Tile {
 // A pair's K and V take 2 * n_kv * head_dim bytes; the window is the whole pairs that fit
 // strictly below the budget (hence the + 1 in the constructor: 4 MB pairs give 5, not 6).
 #define SM90_L2_WINDOW_BYTES (24 << 20)
-#ifndef SM90_CAUSAL_WINDOW
-#define SM90_CAUSAL_WINDOW 1  // 0: one pair per window (heaviest first inside each head)
-#endif
 
 template <typename G>
 struct TileScheduler {
@@ -75,7 +68,7 @@ struct TileScheduler {
   SAGE_DEVICE TileScheduler(int n_q, int n_kv, int head_dim, int heads_q, int heads_kv, int batch, bool causal_,
                             const TileDivisors &divisors)
       : q_blocks(ceil_div(n_q, G::CTA_Q)), heads(heads_q), pairs(heads_q * batch), tiles(q_blocks * pairs),
-        window(SM90_CAUSAL_WINDOW ? max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1)))) : 1),
+        window(max(1, min(pairs, (int)(SM90_L2_WINDOW_BYTES / (2ll * n_kv * head_dim + 1))))),
         causal(causal_), group(heads_q / heads_kv), shared_divisors(divisors), own_divisors(compute_divisors()) {}
   SAGE_DEVICE TileDivisors compute_divisors() const {
     return TileDivisors{FastDivisor(q_blocks), FastDivisor(heads), FastDivisor(window), FastDivisor(window * q_blocks),
@@ -88,10 +81,8 @@ struct TileScheduler {
 
   SAGE_DEVICE int first() const { return blockIdx.x; }
   // The tile after this CTA's current one: the counter (zeroed per launch) counts the tiles
-  // handed out beyond the grid's first ones. SM90_STATIC_TILES=1 keeps the static stride.
-  SAGE_DEVICE int take_next(int *counter, int current) const {
-    return SM90_STATIC_TILES ? current + gridDim.x : gridDim.x + atomicAdd(counter, 1);
-  }
+  // handed out beyond the grid's first ones.
+  SAGE_DEVICE int take_next(int *counter) const { return gridDim.x + atomicAdd(counter, 1); }
   SAGE_DEVICE bool valid(int tile) const { return tile < tiles; }
 
   SAGE_DEVICE Tile operator()(int tile) const {

@@ -24,55 +24,14 @@
 #include "ablation.cuh"
 #include "geometry.cuh"
 
-// INT32 score -> fp32, exactly (|S| < 2^22): cvt (I2FP) by default; SM90_CVT_BIAS=1 takes the
-// float-bias route of online_softmax.cuh instead (an integer add and a float add), which
-// measured slower (EXPERIMENT_LOG seq 20).
-#ifndef SM90_CVT_BIAS
-#define SM90_CVT_BIAS 0
-#endif
-SAGE_DEVICE float sm90_score_to_float(i32 s) { return SM90_CVT_BIAS ? exact_int_to_float(s) : __int2float_rn(s); }
 
 // The conversion folded into the FMA: no conversion instruction per score. The integer add puts
 // the score in the mantissa of 1.5 * 2^23 (exactly, |S| < 2^22), and the FMA's subtrahend takes
 // the bias away with the running max: x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m). The
 // one rounding of that per-row constant shifts a row's block of exp2 arguments by at most
 // 0.75 * mult, under one unit of S_int and the same for every score of the row in the block.
-// Measured per head_dim (EXPERIMENT_LOG seq 109): 1.017-1.023x at 64, 0.95-0.97x at 128. So
-// SM90_CVT_FOLD=2 (the default) folds at head_dim 64 only; 0 never, 1 at every head_dim.
-#ifndef SM90_CVT_FOLD
-#define SM90_CVT_FOLD 2
-#endif
-// Closed (EXPERIMENT_LOG seq 150; tree 261fb29 has SM90_BIASED_SCORES): the Q.K^T accumulating onto
-// the bias itself (score registers primed by 64 moves or 16 shared loads, scale-d on), which takes the
-// integer add out too, measured 0.95-1.00x at 64 and 0.92-0.99x at 128.
-SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) {
-  return SM90_CVT_FOLD == 1 || (SM90_CVT_FOLD == 2 && head_dim == 64);
-}
-
-// exp2 on the FMA pipe, for a share of the scores (SM90_POLY_EXP2: 1 = one in four, 2 = one
-// in two; 0 = none, the default): relieves the exp2 unit (MUFU, 16 per clock per SM) at the
-// cost of about ten FMA-pipe instructions per score; measured slower here because the
-// softmax is latency-bound, not exp2-bound (EXPERIMENT_LOG seq 24). 2^x = 2^j * 2^f with j = round(x) by the 1.5 * 2^23 trick
-// and f in [-0.5, 0.5]; 2^f by a degree-5 polynomial (a relative-error least-squares fit
-// on Chebyshev nodes, max relative error 7.5e-8; 2.4e-7 evaluated in fp32, about
-// ex2.approx's); j added to the exponent field. Arguments below -125 are clamped (the
-// result, under 2^-125, is zero in e4m3 and nothing in an fp32 row sum).
-#ifndef SM90_POLY_EXP2
-#define SM90_POLY_EXP2 0
-#endif
-SAGE_DEVICE float sm90_poly_exp2(float x) {
-  x = fmaxf(x, -125.0f);
-  const float t = x + 12582912.0f;  // 1.5 * 2^23: t's low mantissa bits hold round(x)
-  const float f = x - (t - 12582912.0f);
-  float p = 1.327647129e-3f;
-  p = fmaf(p, f, 9.675540961e-3f);
-  p = fmaf(p, f, 5.550713092e-2f);
-  p = fmaf(p, f, 2.402212024e-1f);
-  p = fmaf(p, f, 6.931469440e-1f);
-  p = fmaf(p, f, 1.000000119f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));  // (bits(t) << 23) = round(x) << 23
-}
-SAGE_DEVICE bool sm90_exp2_on_fma(int b) { return SM90_POLY_EXP2 == 1 ? b == 0 : SM90_POLY_EXP2 == 2 && b % 2 == 0; }
+// Folded at head_dim 64 only: at 128 the fold is slower than the I2FP conversion.
+SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) { return head_dim == 64; }
 
 SAGE_DEVICE int sm90_s_row(int lane, int i) { return lane / 4 + 8 * ((i / 2) % 2); }  // + 16 * warp
 SAGE_DEVICE int sm90_s_key(int lane, int i) { return 8 * (i / 4) + 2 * (lane % 4) + i % 2; }
@@ -97,11 +56,8 @@ struct BlockMask {
 // from the score array; P has S_REGS / 16 k32 steps.
 
 // The INT32 maximum of each row half's S_REGS / 2 scores. sm90_softmax_max takes both halves'
-// maxima (two chains of S_REGS / 4 VIMNMX3) before either half's conversion and quad shuffles.
-// Measured against the two other forms on the H200 (EXPERIMENT_LOG seq 28): each half's
-// chain followed by its own shuffles ran 4% slower at head_dim 64 (0.6% at 128), and a
-// 3-ary tree (depth 4 instead of 16) 6% slower at 64 although it took 27 cycles off the
-// softmax alone.
+// maxima (two chains of S_REGS / 4 VIMNMX3) before either half's conversion and quad shuffles:
+// faster in the kernel than each half's chain followed by its own shuffles, or a shallower tree.
 template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32 (&mx)[2]) {
 #pragma unroll
@@ -117,10 +73,6 @@ SAGE_DEVICE void sm90_row_max(const i32 (&s)[S_REGS], const BlockMask &mask, i32
   }
 }
 
-// Closed (EXPERIMENT_LOG seq 180-181; trees 5fba05a and 18309d8 have SM90_SPEC_MAX): the exp pass run with
-// the running max as it stands, beside the row max, redoing a row half whose max moved. Same bits;
-// kernel only 0.73-0.83x at every shape, and only 0.97x beside the batches in the microbenchmark
-// with no redo at all.
 template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                   float (&alpha)[2]) {
@@ -151,10 +103,10 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
         const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
-                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : sm90_score_to_float(s[i]);
+                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : __int2float_rn(s[i]);
         float x = fmaf(score, mult, -biased_m);
         if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
-        pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : sm90_exp2_on_fma(b) ? sm90_poly_exp2(x) : fast_exp2(x);
+        pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : fast_exp2(x);
         sum[h] += pv[b];
       }
       p[c / 2][2 * (c % 2) + h] = SM90_ABLATE_PACK ? (__float_as_uint(pv[0]) ^ __float_as_uint(pv[2]))

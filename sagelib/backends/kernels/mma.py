@@ -47,8 +47,8 @@ MMA_TARGET = KernelTarget(ATTN_PRESET, ATTN_PV_ACCUM, "the mma.sync kernel")
 def run_attention(p: PreparedAttention, return_lse: bool = False, build_options: tuple[str, ...] = ()):
     """Stages 3-7: the mma.sync kernel (kernels/attn_mma.cu) on prepared operands.
 
-    ``build_options`` are extra NVRTC macro options for experiments, e.g.
-    ``("-DATTN_NATIVE_E4M3_PV",)`` builds P.V with e4m3 mma.sync on sm_90 too.
+    ``build_options`` are extra NVRTC macro options for experiments: the -D switch of a variant added to
+    kernels/attn_mma.cu for the experiment (the default build has none).
     """
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]

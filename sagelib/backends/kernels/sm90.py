@@ -88,8 +88,8 @@ def geometry_for(cta_k: int | None, head_dim: int = 128) -> Geometry:
 
 
 #: Environment variable with extra build options for every launch of the kernel, e.g.
-#: ``SAGELIB_SM90_OPTIONS="-DSM90_Q_IN_REGISTERS=1" pytest -m gpu tests/test_cuda_sm90.py``
-#: runs the GPU tests on an experimental schedule of kernels/include/attn_sm90/mainloop.cuh.
+#: ``SAGELIB_SM90_OPTIONS="-DSM90_TRACE=1" pytest -m gpu tests/test_cuda_sm90.py``
+#: runs the GPU tests on the build with the phase trace compiled in (an experiment's macro goes the same way).
 OPTIONS_ENV = "SAGELIB_SM90_OPTIONS"
 
 
@@ -102,7 +102,7 @@ def environment_options() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=8)
 def _options_of(text: str) -> tuple[str, ...]:
     """Checked once per value: every launch asks, and the check reads the kernel sources' names."""
-    return macro_options(shlex.split(text), OPTIONS_ENV, f"{OPTIONS_ENV}=\"-DSM90_Q_IN_REGISTERS=1\", or unset it")
+    return macro_options(shlex.split(text), OPTIONS_ENV, f"{OPTIONS_ENV}=\"-DSM90_ABLATE_PACK=1\", or unset it")
 
 
 def unavailable_reason() -> str | None:
@@ -193,7 +193,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     ``cta_k`` (None or 64) and the head dim pick the geometry (:func:`geometry_for`): the output is
     the contract's sm90 preset with that ``cta_k``.
 
-    ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_D64_OVERLAP=1",)``
+    ``build_options`` are extra NVRTC options for experiments, e.g. ``("-DSM90_ABLATE_PACK=1",)``
     to build another schedule of ``kernels/include/attn_sm90/mainloop.cuh``, added after those in
     ``$SAGELIB_SM90_OPTIONS`` (:func:`environment_options`); with
     ``-DSM90_TRACE=1``, ``trace`` (int64, TRACE_SHAPE, zeroed) receives the phase timestamps
