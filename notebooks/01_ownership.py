@@ -42,9 +42,10 @@ step_study_heads = 4
 from IPython.display import Markdown, display
 
 from sagelib.measure import recordings as bench_records, microbench, power
-from sagelib.studies import (block_phases, ownership, plots, softmax_beside, contract_sweeps as studies, sweep_records, tile_balance)
+from sagelib.studies import (block_phases, ownership, plots, unit_bounds, softmax_beside, contract_sweeps as studies, sweep_records, tile_balance)
 from sagelib import inputs as data
 from sagelib.backends.kernels import ops_sm90
+from sagelib.measure.hardware import H200
 from sagelib.records.results import Results
 
 results = Results("01_ownership", output_dir)
@@ -95,7 +96,7 @@ plots.table(fit_rows)
 # that moves it to the integer pipe (`float-bias`).
 
 # %%
-stated = ownership.bound_table(ownership.H200, "stated", head_dims, batch, heads, n_tokens)
+stated = unit_bounds.bound_table(H200, "stated", head_dims, batch, heads, n_tokens)
 results.add("bounds (stated rates, projections)", stated)
 for d in head_dims:
     fig = plots.bound_bars(stated, d, "float-bias", f"Projected bounds, D={d}, N={n_tokens}, float-bias conversion")
@@ -133,9 +134,9 @@ for r in rates:
 # if not). With these rates the bounds become:
 
 # %%
-if measured_hw is not ownership.H200:
+if measured_hw is not H200:
     display(Markdown(f"cvt.rn.f32.s32 shares the exp2 unit: **{measured_hw.convert_shares_exp2_unit}**"))
-    measured = ownership.bound_table(measured_hw, "measured", head_dims, batch, heads, n_tokens)
+    measured = unit_bounds.bound_table(measured_hw, "measured", head_dims, batch, heads, n_tokens)
     results.add("bounds (measured rates, projections)", measured)
     for d in head_dims:
         fig = plots.bound_bars(measured, d, "cvt", f"Bounds from measured rates, D={d}, N={n_tokens}")
@@ -165,7 +166,7 @@ def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
 def projected_bounds(structure):
     """{(head_dim, conversion): bound row} of ``structure``, from the measured rates where there are any."""
     return {(row["head_dim"], row["conversion"]): row
-            for row in (measured if measured_hw is not ownership.H200 else stated) if row["structure"] == structure}
+            for row in (measured if measured_hw is not H200 else stated) if row["structure"] == structure}
 
 
 built = []
@@ -177,8 +178,8 @@ for record in kernel_only_records(recorded_bench or {}):
     shape = record["shape"]
     bound = projected[(shape["head_dim"], "cvt")]
     built.append({"head_dim": shape["head_dim"], "measured kernel-only TOPS (recorded)": record["tops"],
-                  ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
-                  "measured / serial": record["tops"] / bound[ownership.SERIAL]})
+                  unit_bounds.SERIAL: bound[unit_bounds.SERIAL], unit_bounds.FLOOR: bound[unit_bounds.FLOOR],
+                  "measured / serial": record["tops"] / bound[unit_bounds.SERIAL]})
 def show_recorded(rows, document, path, missing):
     """The rows with where they were recorded, or what is missing and how to record it."""
     if rows:
@@ -210,8 +211,8 @@ for backend in ("cuda", "cuda-per-warp-fp16"):
         bound = mma_projected[(record["shape"]["head_dim"], "float-bias")]  # the kernel's conversion
         portable.append({"backend": backend, "head_dim": record["shape"]["head_dim"],
                          "measured kernel-only TOPS (recorded)": record["tops"],
-                         ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
-                         "measured / floor": record["tops"] / bound[ownership.FLOOR]})
+                         unit_bounds.SERIAL: bound[unit_bounds.SERIAL], unit_bounds.FLOOR: bound[unit_bounds.FLOOR],
+                         "measured / floor": record["tops"] / bound[unit_bounds.FLOOR]})
 results.add("portable kernel against projection", portable)
 show_recorded(portable, portable_doc, portable_path, "portable-kernel")
 
@@ -317,7 +318,7 @@ display(Markdown(f"Registers per CTA: {split.cta_registers:,} of the {split.laun
                  f"{role_split.RoleSplit(head_dim=128, pv_channels=128).cta_registers:,}."))
 trace_doc, trace_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-turns-batch-order")
 if trace_doc is not None:
-    gemm_cycles = 2 * 64 * 128 * 128 / ownership.H200.wgmma_8bit_ops_per_clk  # one 64 x 128 x 128 product
+    gemm_cycles = 2 * 64 * 128 * 128 / H200.wgmma_8bit_ops_per_clk  # one 64 x 128 x 128 product
     traced = role_split.traced_costs(trace_doc["traces"], "trace 2:32:8192:128", tensor_per_gemm=gemm_cycles)
     split_rows = [{"softmax": f"softmax +{s:.0%}", **role_split.projected_period(traced, softmax_slowdown=1 + s)}
                   for s in (0.0, 0.1, 0.2, 0.3)]
