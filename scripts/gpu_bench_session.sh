@@ -2,7 +2,7 @@
 # One GPU-host session of the benchmark harness, for a device call that must count:
 #   - installs the notebook stack from the wheelhouse (.whl/, built by scripts/build_wheelhouse.sh),
 #   - lists the profiling tools and backends,
-#   - runs notebooks 03_performance and 04_profile with the `gpu` profile (the peers' sweep on the
+#   - runs notebooks 04_performance and 05_profile with the `gpu` profile (the peers' sweep on the
 #     issue's shapes plus N=32768, the ceilings, and ncu --clock-control none on one call of each
 #     backend), timing each,
 #   - falls back to `sagelib bench` / `sagelib profile ncu` directly if a notebook fails,
@@ -28,17 +28,17 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 python3 -m sagelib profile tools 2>&1 | tee -a "$log"
 python3 -m sagelib bench --list 2>&1 | tee -a "$log"
 
-step "notebooks 03 and 04, gpu profile"
-timeout 250 python3 -m sagelib run --profile gpu --only 03_performance --only 04_profile --out /tmp/gpurun --no-progress 2>&1 | tee -a "$log"
+step "notebooks 04 and 05, gpu profile"
+timeout 250 python3 -m sagelib run --profile gpu --only 04_performance --only 05_profile --out /tmp/gpurun --no-progress 2>&1 | tee -a "$log"
 tar czf "$OUT/gpurun.tgz" -C /tmp gpurun 2>>"$log"
 
 shapes=32:32:1024:128,8:32:4096:128,2:32:16384:128,32:32:1024:64,8:32:4096:64,2:32:16384:64
-if [ ! -s /tmp/gpurun/03_performance/bench.json ]; then
+if [ ! -s /tmp/gpurun/04_performance/bench.json ]; then
     step "fallback: sagelib bench on the peers"
     timeout 150 python3 -m sagelib bench --backends sdpa-flash,sdpa-cudnn,sage --shapes "$shapes" --causal no,yes \
         --dtype fp16 --no-progress --out "$OUT/bench-peers.json" 2>&1 | tee -a "$log"
 fi
-if ! ls /tmp/gpurun/04_profile/ncu/*.csv >/dev/null 2>&1; then
+if ! ls /tmp/gpurun/05_profile/ncu/*.csv >/dev/null 2>&1; then
     step "fallback: ncu smoke on one SDPA call"
     timeout 120 python3 -m sagelib profile ncu --backend sdpa-cudnn --shape 1:32:4096:128 --out "$OUT/ncu-sdpa-cudnn.json" 2>&1 | tee -a "$log"
 fi

@@ -6,9 +6,9 @@ Usage (on this machine, after fetching the run folder from the GPU host):
 RUN_DIR is the folder `sagelib run --profile gpu --out RUN_DIR` wrote (scripts/gpu_run.sh packs
 it as run.tgz). Writes, named <date>-<card>-<stem>...json:
   <stem>.json              schema sagelib.run/1: run.json with every notebook's results.json
-                           (notebook 02's CPU fallback shows its headlines)
-  <stem>-performance.json  notebook 03's sweep (sagelib.bench/1), if the run has it
-  <stem>-ncu.json          notebook 04's ncu document (sagelib.ncu/1), if the run has it
+                           (notebook 03's CPU fallback shows its headlines)
+  <stem>-performance.json  notebook 04's sweep (sagelib.bench/1), if the run has it
+  <stem>-ncu.json          notebook 05's ncu document (sagelib.ncu/1), if the run has it
 each with the command and annotations given. It never overwrites a file: a recording
 cited by the experiment log must keep its hash. Then add each to the inventory
 (`sagelib inventory add PATH --kind timing|profiler_report --command ... --environment RUN_DIR/environment.json`).
@@ -40,13 +40,13 @@ def documents(run_dir: Path, command: str, annotations: list[str]) -> dict[str, 
     common = {"command": command, "annotations": annotations}
     out = {"": {"schema": "sagelib.run/1", "created_utc": created, **common, "device": {"name": card},
                 "environment": environment, "run": run}}
-    bench = run_dir / "03_performance" / "bench.json"
+    bench = run_dir / "04_performance" / "bench.json"
     if bench.exists():
-        out["-performance"] = {**_load(bench), **common, "command": f"{command}; notebook 03_performance's sweep"}
-    profile = run_dir / "04_profile" / "results.json"
+        out["-performance"] = {**_load(bench), **common, "command": f"{command}; notebook 04_performance's sweep"}
+    profile = run_dir / "05_profile" / "results.json"
     if profile.exists() and "ncu" in _load(profile).get("values", {}):
         ncu = _load(profile)["values"]["ncu"]
-        out["-ncu"] = {**ncu, **common, "command": f"{command}; notebook 04_profile (ncu --clock-control none)"}
+        out["-ncu"] = {**ncu, **common, "command": f"{command}; notebook 05_profile (ncu --clock-control none)"}
     return out
 
 

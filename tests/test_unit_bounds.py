@@ -47,3 +47,26 @@ def test_interleaved_pair_rate_decides_whether_conversion_shares_the_exp2_unit()
     b_sep = unit_bounds.bounds(arch, 128, 2, 32, 16384, 16384, hw=separate)
     assert b_shared.special_function_s == pytest.approx(b_shared.exp2_s + b_shared.convert_s)
     assert b_sep.special_function_s == pytest.approx(max(b_sep.exp2_s, b_sep.convert_s)) == pytest.approx(b_sep.exp2_s)
+
+
+def test_projected_bounds_key_one_structures_rows_by_head_dim_and_conversion():
+    rows = unit_bounds.bound_table(H200, "stated", [64, 128], 2, 32, 16384)
+    found = unit_bounds.projected_bounds(rows, "fa3_pingpong")
+    assert set(found) == {(64, "cvt"), (64, "float-bias"), (128, "cvt"), (128, "float-bias")}
+    assert all(row["structure"] == "fa3_pingpong" for row in found.values())
+    assert found[(128, "float-bias")][unit_bounds.FLOOR] > found[(128, "cvt")][unit_bounds.FLOOR]
+
+
+def test_unit_rates_without_a_gpu_fall_back_to_the_recording_and_say_why(monkeypatch):
+    monkeypatch.setattr(microbench.torch.cuda, "is_available", lambda: False)
+    units = unit_bounds.unit_rates(measure=True)
+    assert "no CUDA GPU" in units.reason and units.recording_path is not None
+    assert units.note.startswith("recorded ") and units.measured
+    assert units.hardware.source["mufu_per_clk"].startswith("measured")
+    assert unit_bounds.unit_rates(measure=False).reason == "measure=False"
+
+
+def test_unit_rates_with_nothing_measured_or_recorded_keep_the_stated_card(monkeypatch):
+    monkeypatch.setattr(microbench, "latest_recording", lambda: (None, None, None))
+    units = unit_bounds.unit_rates(measure=False)
+    assert units.hardware is H200 and not units.measured and units.rates == []

@@ -121,7 +121,7 @@ def latest(directory: str | Path = RESULTS_DIR, schema: str = bench.SCHEMA,
            stem: str | None = None) -> tuple[dict | None, Path | None]:
     """The most recent recording of ``schema`` (by its ``created_utc``), or (None, None).
 
-    ``stem`` picks one kind of recording by its file name (``performance`` for notebook 03's sweep).
+    ``stem`` picks one kind of recording by its file name (``performance`` for notebook 04's sweep).
     """
     found = load_all(directory, schema, stem)
     return found[-1] if found else (None, None)
@@ -150,7 +150,7 @@ class QuantizerRecording:
 
 def latest_quantizers(directory: str | Path = RESULTS_DIR) -> QuantizerRecording | None:
     """The newest recorded quantizer figures, from a quantizer recording or a bench document's
-    ``quantizers`` (scripts/bench_cuda.py, a GPU run of notebook 03); None if there are none."""
+    ``quantizers`` (scripts/bench_cuda.py, a GPU run of notebook 04); None if there are none."""
     found = []
     for document, path in load_all(directory, (QUANT_SCHEMA, bench.SCHEMA)):
         figures = document if document.get("schema") == QUANT_SCHEMA else document.get("quantizers")

@@ -53,7 +53,7 @@ class Architecture:
     inner_channels: int | None = None
     kv_stages: int = 1
     #: O (fp32) kept in shared memory and folded through it in chunks of FOLD_CHUNK registers, freeing
-    #: its registers for a second S buffer (proposed after log seq 95; not built)
+    #: its registers for a second S buffer (proposed from the softmax-beside measurements; built, slower)
     o_in_shared_memory: bool = False
     consumer_reg_cap: int | None = None  #: setmaxnreg for consumers (None: no register split)
     producer_reg_cap: int | None = None
@@ -203,12 +203,12 @@ CANDIDATES = (
         owners={"Q": "shared memory", "S": "two buffers per consumer (this block, next block)", "P": "registers",
                 "O": "shared memory (fp32), folded in 16-register chunks", "row state": "each consumer warpgroup",
                 "K/V stages": "the producer (TMA, mbarriers)"},
-        note="The structure log seq 95 points to: both consumers' softmaxes side by side (1,794 cycles for both "
+        note="The structure the softmax-beside measurements point to: both consumers' softmaxes side by side (1,794 cycles for both "
              "beside a D128 batch stream, against ~2 x 1,250 in turns) with each consumer's next Q.K^T in flight "
              "during its own softmax. The second S buffer needs the 64 registers O holds; kept in shared memory "
              "(64 KB for two consumers), O is read, scaled, added to and written back once per key block. "
-             "Built and measured (log seq 98): 0.64-0.67x of ping-pong at every D128 shape, bits identical; the "
-             "same walk with O in registers and P.V in halves ran as slowly (seq 99). Without turns each "
+             "Built and measured: 0.64-0.67x of ping-pong at every D128 shape, bits identical; the "
+             "same walk with O in registers and P.V in halves ran as slowly. Without turns each "
              "consumer's P.V round trip and fold follow its softmax on its own chain.",
         conditions=_PINGPONG_CONDITIONS,
     ),
@@ -221,7 +221,7 @@ CANDIDATES = (
                 "O": "each consumer warpgroup", "row state": "each consumer warpgroup",
                 "K/V stages": "the producer (TMA, mbarriers)"},
         note="Three softmax warps per scheduler instead of the preset kernel's two: its softmax phase is bound "
-             "by instruction latency at two (log seq 25: the microbenchmark reaches the exp2 floor only at four). "
+             "by instruction latency at two (the microbenchmark reaches the exp2 floor only at four). "
              "At 160 registers a consumer it needs 64-key steps, and at head_dim 128 P.V in two 64-channel "
              "passes through one inner accumulator. The sm90 preset steps by 128 keys; the traversal-step study "
              "below finds a 64-key step costs no accuracy, so the kernel computes the preset with cta_k 64. "
@@ -239,8 +239,8 @@ CANDIDATES = (
                 "K/V stages": "the producer (TMA, mbarriers)"},
         note="Three softmax warps per scheduler with the sm90 preset's own 128-key step, so no extra steps "
              "and no change of contract configuration. It fits 160 registers at head_dim 64 only (S 64 + O 32 "
-             "+ inner 32 + P 16); at 128 it would need 222. Built as the head_dim-64 geometry of cuda-sm90 "
-             "(log seq 57-58): 1.14-1.23x the two-consumer kernel at N 4096-16384, bit for bit the same output.",
+             "+ inner 32 + P 16); at 128 it would need 222. Built as the head_dim-64 geometry of cuda-sm90: "
+             "1.14-1.23x the two-consumer kernel at N 4096-16384, bit for bit the same output.",
         conditions=_PINGPONG_CONDITIONS,
     ),
     Architecture(

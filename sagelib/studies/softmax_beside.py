@@ -1,4 +1,4 @@
-"""The Hopper kernel's softmax step beside another warpgroup's work (Phase 1 diagnosis, notebook 01).
+"""The Hopper kernel's softmax step beside another warpgroup's work (Phase 1 diagnosis, notebook 02).
 
 ``kernels/microbench_softmax_beside.cu`` (sm_90a) times one warpgroup's softmax step, one 64 x 128
 score tile per step as the attention kernel runs it, while a second warpgroup runs back to back one

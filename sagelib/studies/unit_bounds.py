@@ -14,6 +14,7 @@ The structures and their register budgets are in :mod:`sagelib.studies.ownership
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from sagelib.measure.hardware import H200, Hardware
 from sagelib.studies.ownership import CANDIDATES, Architecture
@@ -104,3 +105,41 @@ def bound_table(hw: Hardware, label: str, head_dims, batch: int, heads: int, n_t
                              "convert ms": b.convert_s * 1e3, "memory ms": b.memory_s * 1e3,
                              FLOOR: b.floor_tops, SERIAL: b.serial_tops, "approaches": b.approaches})
     return rows
+
+
+def projected_bounds(rows: list[dict], structure: str) -> dict[tuple[int, str], dict]:
+    """The rows of :func:`bound_table` for ``structure``, keyed by (head_dim, conversion)."""
+    return {(row["head_dim"], row["conversion"]): row for row in rows if row["structure"] == structure}
+
+
+@dataclass
+class UnitRates:
+    """The unit rates a projection takes: measured now, else the newest recording, else none."""
+
+    rates: list  #: sagelib.measure.microbench.Rate, measured now or recorded
+    hardware: Hardware  #: the card with the measured figures in place (H200 itself when there are none)
+    note: str  #: "measured now", "recorded <date> on <card>" or "nothing measured or recorded"
+    recording: dict | None = None
+    recording_path: Path | None = None
+    reason: str | None = None  #: why nothing was measured now (None when it was)
+
+    @property
+    def measured(self) -> bool:
+        """Whether any stated figure was replaced by a measured one."""
+        return self.hardware is not H200
+
+
+def unit_rates(measure: bool) -> UnitRates:
+    """Run the unit microbenchmarks when ``measure`` (needs a GPU); without a measured rate, the recorded ones."""
+    from sagelib.measure import microbench
+
+    rates = microbench.run() if measure else []
+    if any(r.value for r in rates):
+        return UnitRates(rates, microbench.measured_hardware([r for r in rates if r.value]), "measured now")
+    reason = rates[0].reason if rates else "measure=False"
+    recorded, recording, path = microbench.latest_recording()
+    if recording is None:
+        return UnitRates([], H200, "nothing measured or recorded", reason=reason)
+    note = f"recorded {recording['created_utc'][:10]} on {recording['device']['name']}"
+    return UnitRates(recorded, microbench.measured_hardware([r for r in recorded if r.value]), note, recording, path,
+                     reason)
