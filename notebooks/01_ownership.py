@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 01 · Who owns which state (Phase 1)
+# # 01 · Who owns which state (Phase 1): the structural choice
 #
 # The research this workbook grew from closed a series of micro-optimisations of the
 # mma.sync kernel (register caps, narrowed scopes, score aliasing, early K prefetch,
@@ -25,11 +25,12 @@
 # units that can limit attention: the tensor cores, the special-function unit (one
 # exp2 per score, plus the int32-to-float conversion if it runs there) and memory.
 # **Bounds are projections**, arithmetic on stated rates; where a GPU is present the
-# rates that decide are measured by microbenchmarks and the bounds recomputed.
+# rates that decide are measured by microbenchmarks and the bounds recomputed. The built
+# kernels follow, against their projections. Every schedule experiment recorded on the
+# built kernel since is in notebook 02.
 
 # %% tags=["parameters"]
 output_dir = "outputs/interactive/01_ownership"
-device = "cpu"
 batch = 2
 heads = 32
 n_tokens = 16384
@@ -42,22 +43,22 @@ step_study_heads = 4
 from IPython.display import Markdown, display
 
 from sagelib import inputs as data
-from sagelib.backends.kernels import sm90
-from sagelib.measure import microbench, power
 from sagelib.measure import recordings as bench_records
+from sagelib.measure.hardware import H200
 from sagelib.records.results import Results
 from sagelib.studies import (
-    block_phases,
+    contract_sweeps,
+    kernel_records,
     ownership,
     plots,
-    softmax_beside,
     sweep_records,
-    tile_balance,
+    unit_bounds,
 )
-from sagelib.studies import contract_sweeps as studies
+from sagelib.studies.recorded_views import show_recorded, show_recorded_pair
 
 results = Results("01_ownership", output_dir)
 architectures = ownership.CANDIDATES
+call = kernel_records.Call(batch, heads, n_tokens, tuple(head_dims))
 
 # %% [markdown]
 # ## The candidates and who owns what
@@ -104,7 +105,7 @@ plots.table(fit_rows)
 # that moves it to the integer pipe (`float-bias`).
 
 # %%
-stated = ownership.bound_table(ownership.H200, "stated", head_dims, batch, heads, n_tokens)
+stated = unit_bounds.bound_table(H200, "stated", head_dims, batch, heads, n_tokens)
 results.add("bounds (stated rates, projections)", stated)
 for d in head_dims:
     fig = plots.bound_bars(stated, d, "float-bias", f"Projected bounds, D={d}, N={n_tokens}, float-bias conversion")
@@ -114,27 +115,24 @@ plots.table(stated)
 # %% [markdown]
 # ## Measured: the rates that decide
 # One CTA per SM; each CTA counts its own SM clocks, so the rates are per clock per SM
-# whatever clock the card runs at (`kernels/microbench/`).
+# whatever clock the card runs at (`kernels/microbench/`). Without a GPU (or with `measure`
+# off) the newest recording is shown, labelled as recorded.
 
 # %%
-rates = microbench.run() if measure else []
-rate_note = "measured now"
-if not any(r.value for r in rates):
-    reason = rates[0].reason if rates else "measure=False"
-    rates, recording, recording_path = microbench.latest_recording()
-    display(Markdown(bench_records.recorded_banner(recording, recording_path, reason)))
-    if recording:
-        rate_note = f"recorded {recording['created_utc'][:10]} on {recording['device']['name']}"
-        results.add("microbenchmarks recorded", {"file": str(recording_path), "created_utc": recording["created_utc"]})
-rates = rates or []
-results.add("microbenchmarks", rates)
-if rates:
+units = unit_bounds.unit_rates(measure)
+if units.reason is not None:
+    display(Markdown(bench_records.recorded_banner(units.recording, units.recording_path, units.reason)))
+if units.recording:
+    results.add("microbenchmarks recorded", {"file": str(units.recording_path),
+                                             "created_utc": units.recording["created_utc"]})
+results.add("microbenchmarks", units.rates)
+if units.rates:
     display(plots.table([{"unit": r.key, "what": r.what, "rate": r.value, "per": r.unit,
-                          "replaces": r.hardware_field or "", "not measured because": r.reason or ""} for r in rates]))
-measured_hw = microbench.measured_hardware([r for r in rates if r.value])
-for r in rates:
+                          "replaces": r.hardware_field or "", "not measured because": r.reason or ""}
+                         for r in units.rates]))
+for r in units.rates:
     if r.value:
-        results.headline(f"{r.key} ({r.unit})", r.value, note=rate_note)
+        results.headline(f"{r.key} ({r.unit})", r.value, note=units.note)
 
 # %% [markdown]
 # The pair rate of exp2 and cvt interleaved says whether the conversion competes with
@@ -142,65 +140,34 @@ for r in rates:
 # if not). With these rates the bounds become:
 
 # %%
-if measured_hw is not ownership.H200:
-    display(Markdown(f"cvt.rn.f32.s32 shares the exp2 unit: **{measured_hw.convert_shares_exp2_unit}**"))
-    measured = ownership.bound_table(measured_hw, "measured", head_dims, batch, heads, n_tokens)
+measured = unit_bounds.bound_table(units.hardware, "measured" if units.measured else "stated", head_dims, batch,
+                                   heads, n_tokens)
+if units.measured:
+    display(Markdown(f"cvt.rn.f32.s32 shares the exp2 unit: **{units.hardware.convert_shares_exp2_unit}**"))
     results.add("bounds (measured rates, projections)", measured)
     for d in head_dims:
         fig = plots.bound_bars(measured, d, "cvt", f"Bounds from measured rates, D={d}, N={n_tokens}")
         results.figure(fig, f"bounds_measured_d{d}")
     display(plots.table(measured))
+else:
+    display(Markdown("No measured or recorded rates: the stated bounds above stand."))
 
 # %% [markdown]
 # ## The structure built, against its projection
-# The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; docs/design/sm90-kernel.md).
-# Its kernel-only speed as recorded by the full bench (`sagelib bench --suite default`, once
-# `scripts/bench_cuda.py`) on the H200 (never measured here: notebook 03 measures it live),
-# beside the projected bounds of the same structure from the measured unit rates. The gap to the
-# serial bound is what the next step has to explain: a clock64 trace of the consumer loop puts
-# the softmax phase of one 64 x 128 tile at about 1330 of a warpgroup's 2420 cycles per block,
-# latency-bound rather than exp2-bound.
+# The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; notes/kernels.md).
+# Its kernel-only speed as recorded by `sagelib bench --suite default` on the H200 (never measured
+# here: notebook 04 measures it live), beside the projected bounds of the same structure
+# from the measured unit rates. The gap to the serial bound is what the next step has to
+# explain: a clock64 trace of the consumer loop puts the softmax phase of one 64 x 128 tile
+# at about 1330 of a warpgroup's 2420 cycles per block, latency-bound rather than exp2-bound.
 
 # %%
-def kernel_only_records(document, backend="cuda-sm90", causal=(False,)):
-    """The recording's kernel-only records of ``backend`` at this notebook's B, H, N (failed ones left out)."""
-    return [record for record in document.get("records", [])
-            if (record["backend"], record["mode"]) == (backend, "kernel_only") and record["causal"] in causal
-            and record.get("error") is None
-            and (record["shape"]["batch"], record["shape"]["heads"], record["shape"]["seq_q"])
-            == (batch, heads, n_tokens)
-            and record["shape"]["head_dim"] in head_dims]
-
-
-def projected_bounds(structure):
-    """{(head_dim, conversion): bound row} of ``structure``, from the measured rates where there are any."""
-    return {(row["head_dim"], row["conversion"]): row
-            for row in (measured if measured_hw is not ownership.H200 else stated) if row["structure"] == structure}
-
-
-built = []
-recorded_bench, recorded_bench_path = next(  # the newest recording (any bench file) that has them
-    ((document, path) for document, path in reversed(bench_records.load_all()) if kernel_only_records(document)),
-    (None, None))
-projected = projected_bounds("fa3_pingpong")
-for record in kernel_only_records(recorded_bench or {}):
-    shape = record["shape"]
-    bound = projected[(shape["head_dim"], "cvt")]
-    built.append({"head_dim": shape["head_dim"], "measured kernel-only TOPS (recorded)": record["tops"],
-                  ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
-                  "measured / serial": record["tops"] / bound[ownership.SERIAL]})
-def show_recorded(rows, document, path, missing):
-    """The rows with where they were recorded, or what is missing and how to record it."""
-    if rows:
-        display(Markdown(f"Recorded in `{path.name}` ({document['created_utc'][:10]}, {document['device']['name']})."))
-        display(plots.table(rows))
-    else:
-        display(Markdown(f"No recorded {missing} kernel-only figure for B={batch}, H={heads}, N={n_tokens} in "
-                         "data/results: run `sagelib bench --suite default --out FILE.json` on a GPU and keep the file there."))
-
-
+recorded_bench, recorded_bench_path = kernel_records.newest_with(call, "cuda-sm90")
+built = kernel_records.against_projection(
+    kernel_records.kernel_only_records(recorded_bench or {}, call, "cuda-sm90"),
+    unit_bounds.projected_bounds(measured, "fa3_pingpong"), conversion="cvt", ratio_to="serial")
 results.add("built structure against projection", built)
-show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`")
+show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`", call.describe())
 
 # %% [markdown]
 # ## The portable kernel, against its projection
@@ -210,20 +177,14 @@ show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`")
 # the H200 ran at half the int8 rate (2683 against 5377 ops per clock per SM, recorded 2026-11-30).
 
 # %%
-mma_projected = projected_bounds("mma_sync_4warp")
-portable_doc, portable_path = next(
-    ((document, path) for document, path in reversed(bench_records.load_all())
-     if kernel_only_records(document, "cuda-per-warp-fp16")), (None, None))
-portable = []
-for backend in ("cuda", "cuda-per-warp-fp16"):
-    for record in kernel_only_records(portable_doc or {}, backend):
-        bound = mma_projected[(record["shape"]["head_dim"], "float-bias")]  # the kernel's conversion
-        portable.append({"backend": backend, "head_dim": record["shape"]["head_dim"],
-                         "measured kernel-only TOPS (recorded)": record["tops"],
-                         ownership.SERIAL: bound[ownership.SERIAL], ownership.FLOOR: bound[ownership.FLOOR],
-                         "measured / floor": record["tops"] / bound[ownership.FLOOR]})
+portable_doc, portable_path = kernel_records.newest_with(call, "cuda-per-warp-fp16")
+portable = kernel_records.against_projection(  # the kernel converts scores by the float bias
+    [r for backend in ("cuda", "cuda-per-warp-fp16")
+     for r in kernel_records.kernel_only_records(portable_doc or {}, call, backend)],
+    unit_bounds.projected_bounds(measured, "mma_sync_4warp"), conversion="float-bias", ratio_to="floor",
+    with_backend=True)
 results.add("portable kernel against projection", portable)
-show_recorded(portable, portable_doc, portable_path, "portable-kernel")
+show_recorded(portable, portable_doc, portable_path, "portable-kernel", call.describe())
 
 # %% [markdown]
 # ## The three-consumer rotation, built
@@ -239,25 +200,12 @@ show_recorded(portable, portable_doc, portable_path, "portable-kernel")
 # and, since 2026-11-30 (next section), three on 128-key steps at D=64.
 
 # %%
-def by_shape(records):
-    return {(r["shape"]["head_dim"], r["causal"]): r["tops"] for r in records}
-
-
-rotation_doc, rotation_path = next(  # the newest recording that has both geometries
-    ((document, path) for document, path in reversed(bench_records.load_all())
-     if kernel_only_records(document, "cuda-sm90-k64", (False, True))), (None, None))
-rotation_rows = []
-if rotation_doc is not None:
-    two = by_shape(kernel_only_records(rotation_doc, "cuda-sm90", (False, True)))
-    three = by_shape(kernel_only_records(rotation_doc, "cuda-sm90-k64", (False, True)))
-    rotation_rows = [{"head_dim": d, "causal": causal, "cuda-sm90, 128-key steps": two[(d, causal)],
-                      "cuda-sm90-k64, 64-key steps": three[(d, causal)],
-                      "k64 / preset": three[(d, causal)] / two[(d, causal)]}
-                     for d, causal in sorted(set(two) & set(three))]
+rotation_doc, rotation_path = kernel_records.newest_with(call, "cuda-sm90-k64", (False, True))
+rotation_rows = kernel_records.geometry_rows(rotation_doc, call) if rotation_doc else []
 results.add("three-consumer rotation, built (recorded)", rotation_rows)
 if rotation_rows:
     display(Markdown(f"Recorded in `{rotation_path.name}` ({rotation_doc['created_utc'][:10]}, "
-                     f"{rotation_doc['device']['name']}), kernel only, B={batch}, H={heads}, N={n_tokens}."))
+                     f"{rotation_doc['device']['name']}), kernel only, {call.describe()}."))
     fig = plots.grouped_bars([f"D={r['head_dim']}{', causal' if r['causal'] else ''}" for r in rotation_rows],
                              {k: [r[k] for r in rotation_rows] for k in ("cuda-sm90, 128-key steps",
                                                                          "cuda-sm90-k64, 64-key steps")},
@@ -265,7 +213,7 @@ if rotation_rows:
                              title="The Hopper kernel's two geometries")
     results.figure(fig, "three_consumer_built")
 else:
-    display(Markdown(f"No recording with `cuda-sm90-k64` kernel-only figures for B={batch}, H={heads}, N={n_tokens} "
+    display(Markdown(f"No recording with `cuda-sm90-k64` kernel-only figures for {call.describe()} "
                      "in data/results: run `sagelib bench --suite default --out FILE.json` on an sm_90 GPU and keep the file there."))
 
 # %% [markdown]
@@ -274,406 +222,22 @@ else:
 # At D=64 a consumer can keep the preset's 128-key step at 160 registers (candidate
 # `three_consumer_preset`: S 64 + O 32 + inner 32 + P 16), so the third warp comes without extra
 # steps and without changing the contract's configuration. Built and timed against the
-# two-consumer build on the same prepared inputs (log seq 57-58), it gave the same bits and became
+# two-consumer build on the same prepared inputs (experiment log), it gave the same bits and became
 # the D=64 geometry of `cuda-sm90`; at D=128 the same structure would need 222 registers.
 
 # %%
-def show_recorded_pair(doc, path, rows, columns, title, figure, note=""):
-    """A recorded kernel-only A/B: where it came from, grouped bars of the two columns, the table."""
-    display(Markdown(f"Recorded in `{path.name}` ({doc['date']}, {doc['device']['name']}){note}, kernel only."))
-    fig = plots.grouped_bars([r["shape"] for r in rows], {k: [r[k] for r in rows] for k in columns},
-                             ylabel="kernel-only TOPS (recorded)", value_format="%.0f", title=title)
-    results.figure(fig, figure)
-    plots.table(rows)
-
-
 d64_doc, d64_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
-d64_rows = []
-if d64_doc is not None:
-    two_consumers = {r["shape"]: r for r in d64_doc["rows"] if "former default" in r["variant"]}
-    d64_rows = [{"shape": r["shape"], "ring stages": r["stages"],
-                 "two consumers (TOPS)": two_consumers[r["shape"]]["tops"], "three consumers (TOPS)": r["tops"],
-                 "three / two": r["tops"] / two_consumers[r["shape"]]["tops"],
-                 "same bits": r["bit_identical_to_default"]}
-                for r in d64_doc["rows"] if r["variant"] == "three consumers, 6 stages"]
+d64_rows = sweep_records.three_consumer_rows(d64_doc) if d64_doc else []
 results.add("three consumers at head_dim 64 (recorded)", d64_rows)
 if d64_rows:
-    show_recorded_pair(d64_doc, d64_path, d64_rows, ("two consumers (TOPS)", "three consumers (TOPS)"),
+    show_recorded_pair(results, d64_doc, d64_path, d64_rows, ("two consumers (TOPS)", "three consumers (TOPS)"),
                        "Head_dim 64 on the sm90 preset's 128-key step: two against three consumers",
                        "three_consumers_d64")
 else:
     display(Markdown("No recording `data/results/*-sm90-sweep-d64-three-consumers.json` to show."))
 
 # %% [markdown]
-# ## Softmax and P.V in separate warpgroups at head_dim 128: projected, built, slower
-# At D=128 no third consumer fits, and the traced chain of a consumer is its softmax, then its own
-# wgmma batch, then the fold. `sagelib.studies.role_split` models a split (record sm90-role-split): softmax
-# warpgroups that own S, P and the row state and hand P (e4m3, in the wgmma A layout) and alpha to
-# P.V warpgroups through shared memory; the P.V warpgroups own O, run P.V with P from shared memory
-# in two 64-channel passes, fold and store. The table is the register fit per role; the chart
-# projects the softmax warpgroup's period from the recorded trace. It was then built (log seq 66):
-# same bits, but 0.61-0.75x, because the hand-off cost ~900-1700 cycles per block, not ~60, and the
-# softmax ran ~1600-2200 cycles, not ~1100. The measured rows follow the projection.
-
-# %%
-from sagelib.studies import role_split
-
-split = role_split.RoleSplit(head_dim=128)
-results.add("role split: registers (model)", split.table())
-plots.table(split.table())
-display(Markdown(f"Registers per CTA: {split.cta_registers:,} of the {split.launch_pool:,} a 640-thread launch gets "
-                 f"({'fits' if split.fits else 'does not fit'}); P and alpha tiles: {split.p_smem_bytes:,} bytes. "
-                 f"One P.V pass over all 128 channels would need "
-                 f"{role_split.RoleSplit(head_dim=128, pv_channels=128).cta_registers:,}."))
-trace_doc, trace_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-turns-batch-order")
-if trace_doc is not None:
-    gemm_cycles = 2 * 64 * 128 * 128 / ownership.H200.wgmma_8bit_ops_per_clk  # one 64 x 128 x 128 product
-    traced = role_split.traced_costs(trace_doc["traces"], "trace 2:32:8192:128", tensor_per_gemm=gemm_cycles)
-    split_rows = [{"softmax": f"softmax +{s:.0%}", **role_split.projected_period(traced, softmax_slowdown=1 + s)}
-                  for s in (0.0, 0.1, 0.2, 0.3)]
-    results.add("role split: projected period", split_rows)
-    display(Markdown(f"Phase costs: the D=128 trace kept in `{trace_path.name}` (medians, cycles per block): "
-                     f"softmax {traced.softmax:g}, turn {traced.turn:g}, issue {traced.issue:g}, "
-                     f"wait {traced.wait:g}, fold {traced.fold:g}."))
-    fig = plots.grouped_bars([r["softmax"] for r in split_rows],
-                             {"speedup (projection)": [r["speedup (projection)"] for r in split_rows]},
-                             ylabel="projected speed over today's kernel", value_format="%.2f",
-                             title="Softmax and P.V in separate warpgroups, D=128: projection from the trace")
-    results.figure(fig, "role_split_projection")
-else:
-    display(Markdown("No recorded trace (`data/results/*-sm90-sweep-turns-batch-order.json`) to project from."))
-built_doc, built_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-role-split")
-if built_doc is not None:
-    built_rows = [{"shape": r["shape"], "variant": r["variant"].replace("default", "two consumers (the kernel)"),
-                   "kernel-only TOPS": r["tops"], "against the kernel": r["vs_preset"], "same bits": r["bit_identical"]}
-                  for r in built_doc["rows"]]
-    results.add("role split: built (recorded)", built_rows)
-    display(Markdown(f"Built and measured: `{built_path.name}` ({built_doc['date']}, {built_doc['device']['name']})."))
-    plots.table(built_rows)
-
-# %% [markdown]
-# ## What the schedule experiments on the built kernel measured (recorded sweeps)
-# Every build variant `sagelib sweep` timed on the H200, as its speed against the
-# baseline build of the same call (kernel only; ratios across calls would mix in the card's
-# drift). Each file is cited by an experiment-log record that says what was tried and why it
-# was kept or closed. Variants whose output disagreed with the baseline's are listed under
-# the chart instead of drawn (their times do not count). The first chart keeps one row per file,
-# its best variant; the second has every variant. Moving work into the softmax phase,
-# or the softmax beside the same warpgroup's wgmma, lost every time; the traces and ncu point
-# to a phase bound by its own instruction latency at two consumer warps per scheduler.
-
-# %%
-sweep_ratios = sweep_records.load_ratios()
-results.add("schedule experiments (recorded)", sweep_ratios)
-issue_shapes = ["B2 H32 N16384 D128", "B2 H32 N16384 D128 causal", "B2 H32 N16384 D64", "B32 H32 N1024 D128"]
-
-
-def sweep_label(experiment, variant):  # "defer-pv: defer-pv" from the file's name and the variant
-    return f"{experiment.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {variant}"
-
-
-if sweep_ratios:  # first one row per recorded sweep (its best variant), then every variant
-    best = sweep_records.best_per_experiment(sweep_ratios, issue_shapes)
-    fig = plots.speedup_bars([f"{sweep_label(b.experiment, b.variant)} (best of {b.variants})" for b in best],
-                             {s: [b.speedup.get(s, float("nan")) for b in best] for s in issue_shapes},
-                             title="Each recorded sweep's best variant against the baseline of the same call")
-    results.figure(fig, "schedule_experiments_best")
-    labels = list(dict.fromkeys((r.experiment, r.variant) for r in sweep_ratios  # file order, each once
-                                if r.same_output and r.shape in issue_shapes))
-    by_key = {(r.experiment, r.variant, r.shape): r.speedup for r in sweep_ratios if r.same_output}
-    fig = plots.speedup_bars([sweep_label(e, v) for e, v in labels],
-                             {s: [by_key.get((e, v, s), float("nan")) for e, v in labels] for s in issue_shapes},
-                             title="Every build variant of the Hopper kernel against the baseline of the same call")
-    results.figure(fig, "schedule_experiments")
-    void = [r for r in sweep_ratios if not r.same_output]
-    for r in void:
-        display(Markdown(f"- left out: `{r.experiment}` / `{r.variant}` at {r.shape}: "
-                         "its output disagreed with the baseline's"))
-else:
-    display(Markdown("No recorded sweeps (`data/results/*-sm90-sweep*.json`) to show."))
-
-# %% [markdown]
-# ## Hiding a warpgroup's own Q.K^T: where a key block's cycles went (recorded)
-# In the kernel as built, a consumer warpgroup runs its block's softmax, waits for its turn,
-# issues P.V of the block with Q.K^T of the next, waits for both, and folds P.V into O. The two
-# warpgroups' softmaxes take turns, each hiding the other's wgmma batch, so the period is about
-# two softmaxes. The aliased build (record sm90-alias-inner) also hid a warpgroup's own Q.K^T: the
-# score buffer a softmax has consumed becomes the block's P.V accumulator, then the buffer of the
-# Q.K^T two blocks ahead, which fits the registers without a third buffer. Below, CTA 0's traced
-# blocks at B2 N8192 D128 (`sagelib profile sm90 --trace`): turn, issue and wait shrank, the fold
-# took the next Q.K^T's issue, and the softmax, now beside the warpgroup's own Q.K^T and the other
-# softmax, grew by more. Its loop runs two blocks per pass (the buffers swap roles); the second
-# half spills around the row max and is drawn apart. Kernel only it ran at 0.83-0.92x.
-
-# %%
-def chart_block_phases(stem, builds, title, name):
-    """One stacked bar per (build, warpgroup) of a recorded trace file: builds maps a label to the file's
-    section and a block parity (None: every block)."""
-    rows, path = block_phases.load(stem)
-    if not rows:
-        display(Markdown(f"No recorded trace `data/results/*-{stem}.txt` to show."))
-        return
-    bars = {f"{label}, warpgroup {wg}": block_phases.period_parts(rows, section, wg, parity)
-            for wg in (0, 1) for label, (section, parity) in builds.items()}
-    results.add(f"block phases: {title} (recorded)", [{"build": k, **v} for k, v in bars.items()])
-    display(Markdown(f"Recorded: `{path.name}`; medians over the traced blocks, in cycles."))
-    fig = plots.stacked_bars(list(bars), {p: [v[p] for v in bars.values()] for p in (*block_phases.PHASES, "rest")},
-                             ylabel="cycles per key block (median)", title=title,
-                             limits={"the kernel's period": bars[f"{next(iter(builds))}, warpgroup 0"]["period"]})
-    results.figure(fig, name)
-
-
-chart_block_phases("sm90-alias-inner-traces",
-                   {"default": ("default build", None), "aliased first half": ("-DSM90_ALIAS_INNER=1", 0),
-                    "aliased second half (spills)": ("-DSM90_ALIAS_INNER=1", 1)},
-                   "A key block's period by phase at D128: the kernel against the aliased build",
-                   "block_phases_aliased")
-
-# %% [markdown]
-# The same reading at head_dim 64 with three consumer warpgroups (record
-# sm90-max-under-pv-three-consumers): block j+1's row max moved under block j's P.V, as record
-# sm90-max-under-pv had tried on two consumers. The softmax phase kept only its exp half, but the wait
-# that now holds the row max, the issue (P.V behind Q.K^T) and the fold (ten O registers spilled at
-# 160 registers) grew by more. Kernel only it ran at 0.82-0.89x at D64 and 0.95-0.97x at D128.
-
-# %%
-chart_block_phases("sm90-max-under-pv-three-consumers-traces",
-                   {"default": ("default build", None), "row max under P.V": ("--define SM90_MAX_UNDER_PV=1", None)},
-                   "A key block's period by phase at D64 (three consumers): the kernel against the row max under P.V",
-                   "block_phases_max_under_pv")
-
-# %% [markdown]
-# ## A third consumer at head_dim 128 through a shared score buffer (recorded)
-# At D=128 a third consumer did not fit: O, S, the inner accumulator and P need 208 registers of the
-# 160 that three consumers get. Record sm90-three-consumers-d128-shared-scores let block j's P.V
-# accumulate into the score registers its softmax had consumed, fold them, and then take block
-# j+1's Q.K^T into the same registers: 144 registers plus 16 spilled O registers. The bars are
-# per key block of one warpgroup; the shared-score build has three warpgroups in flight where the
-# preset has two, so the CTA finishes a block every third of its bar against every half of the
-# preset's. It still lost (0.61-0.86x kernel only): three softmaxes per scheduler grew to ~1,700
-# cycles, and P.V, the fold and the next Q.K^T now follow one another on each warpgroup's chain
-# (in its bars "fold" runs from the P.V wait to the next softmax: the fold, then the next Q.K^T's
-# issue and wait).
-
-# %%
-chart_block_phases("sm90-three-consumers-d128-shared-scores-traces",
-                   {"preset (two consumers)": ("trace_preset", None),
-                    "shared scores, turn over P.V (three)": ("trace_s3_turn1", None)},
-                   "A key block's period by phase at D128: the preset against three consumers sharing S",
-                   "block_phases_shared_scores")
-
-# %% [markdown]
-# ## Why the softmax runs slower inside the kernel: beside the tensor cores
-# Alone, one warpgroup's softmax step (64 x 128 scores, one warp per scheduler) takes ~820 cycles;
-# traced inside the kernel, ~1,180. `kernels/microbench_softmax_beside.cu` runs the same step
-# while a second warpgroup runs, back to back, tensor-core batches as the kernel issues them (with
-# and without the fold) or the fold alone (record sm90-softmax-beside-tensor-work). A wgmma batch
-# is about ten instructions, so what the bars show beyond "nothing" is the tensor cores' work
-# itself slowing the softmax, not competition for issue slots. The last two kinds take parts away
-# from a batch: its accumulator read-back (a run-time scale-d of 0) and its register operand (P from
-# shared memory); neither changes the slowdown (record sm90-softmax-beside-what-slows-it). Measured
-# now with `measure` on an sm_90 GPU; otherwise the newest recording.
-
-# %%
-if measure and sm90.unavailable_reason() is None:
-    import torch
-
-    beside_runs, beside_note, beside_gpu = [softmax_beside.measure()], "measured now", torch.cuda.get_device_name()
-else:
-    beside_runs, beside_doc, beside_path = softmax_beside.latest_recording()
-    beside_note = f"recorded: `{beside_path.name}`" if beside_path else None
-    beside_gpu = beside_doc["device"].splitlines()[-1].split(",")[0] if beside_doc else None
-if beside_runs:
-    results.add("softmax step beside another warpgroup's work",
-                [{"run": i + 1, **row} for i, rows in enumerate(beside_runs) for row in rows])
-    display(Markdown(f"{beside_note}; cycles per step, median over the SMs."))
-    kinds = [r["kind"] for r in beside_runs[0]]
-    fig = plots.grouped_bars(kinds, {f"run {i + 1}": [r["cycles_per_step"] for r in rows]
-                                     for i, rows in enumerate(beside_runs)},
-                             ylabel="cycles per softmax step (64 x 128)",
-                             title=f"One warpgroup's softmax step beside another warpgroup's work ({beside_gpu})")
-    traced, _ = block_phases.load("sm90-three-consumers-d128-shared-scores-traces")
-    if traced:
-        in_kernel = block_phases.period_parts(traced, "trace_preset", 0)["softmax"]
-        fig.axes[0].axhline(in_kernel, linestyle="--", color="black", linewidth=1)
-        fig.axes[0].text(-0.4, in_kernel, f" in the kernel, traced ({in_kernel:.0f})", va="bottom", fontsize=8)
-    results.figure(fig, "softmax_beside")
-else:
-    display(Markdown("Nothing measured here (`measure` off, or no sm_90 GPU) and no recording "
-                     "(`data/results/*-softmax-beside.json`) to show."))
-
-# %% [markdown]
-# The other side of the same runs: how long each batch kind takes on the tensor cores, alone (the
-# softmax warpgroup asleep) and beside the softmax, against the cycles its operations need at the
-# wgmma rate (the datasheet's, or the microbenchmark's above). A batch waited for as a whole pays a
-# fixed latency beside its operations; the kernel waits for one per key block on each chain.
-
-# %%
-if beside_runs and "batches_per_kcycle_alone" in beside_runs[0][0]:
-    peak = measured_hw.wgmma_8bit_ops_per_clk
-    tensor_rows = [r for r in beside_runs[0] if r["kind"] in softmax_beside.TENSOR_OPS]
-    batch_cycles = [{"kind": r["kind"], "at the wgmma rate": softmax_beside.TENSOR_OPS[r["kind"]] / peak,
-                     "alone": 1000 / r["batches_per_kcycle_alone"],
-                     "beside the softmax": 1000 / r["batches_per_kcycle"]} for r in tensor_rows]
-    results.add("tensor-core batch cycles, alone and beside the softmax", batch_cycles)
-    columns = ("at the wgmma rate", "alone", "beside the softmax")
-    fig = plots.grouped_bars([r["kind"] for r in batch_cycles], {k: [r[k] for r in batch_cycles] for k in columns},
-                             ylabel="cycles per batch",
-                             title=f"One warpgroup's wgmma batches: cycles each ({beside_gpu})")
-    results.figure(fig, "batch_cycles")
-else:
-    display(Markdown("The recording shown has no batch rates alone (schema /1): nothing to draw here."))
-
-# %% [markdown]
-# The same numbers as a projection of the D=128 kernel: in ping-pong a consumer's softmax runs
-# beside the other consumer's batch and then its fold, and the two softmaxes take turns, so the
-# period of two 64 x 128 blocks is twice that step, turned into TOPS at the SM count and clock the
-# model assumes (`measured_hw`: 132 SMs at 1.98 GHz on the H200). Beside it, the newest recorded
-# kernel-only figure (above), and the step time that 1000 TOPS kernel only would need (end to end
-# needs more: the quantizers' passes come on top). On the 2026-11-30 recordings the projection
-# gave 876 TOPS against 874 measured, and 1000 would need a step of ~1,100 cycles beside the other
-# consumer's work: less than beside its batch alone, without the fold. The clock is the cold one:
-# within ~0.2 s of N=16384 load the card reaches its power cap, and there the kernel runs at a median
-# 1,875 MHz and cuDNN at 1,515 (log seq 105), so a sustained run lands ~5% below the projection.
-
-# %%
-if beside_runs:
-    pingpong = softmax_beside.pingpong_projection(beside_runs[0], measured_hw)
-    measured_d128 = [r["measured kernel-only TOPS (recorded)"] for r in built if r["head_dim"] == 128]
-    pingpong["measured kernel-only TOPS (recorded bench)"] = measured_d128[0] if measured_d128 else None
-    results.add("ping-pong period from the softmax-beside microbenchmark (projection)", pingpong)
-    display(plots.table([{"quantity": k, "value": v} for k, v in pingpong.items()]))
-
-# %% [markdown]
-# ### The other structure: two softmaxes side by side (recorded)
-# Instead of taking turns, both consumers could run their softmaxes together (two warps per
-# scheduler) while the tensor cores run their batches, each consumer's next Q.K^T in flight during
-# its own softmax (FlashAttention-3's in-warpgroup overlap). `--softmax-warpgroups 2` times two
-# softmax warpgroups side by side beside a batch stream (record sm90-two-softmaxes-beside-tensor-work).
-# The projection below takes that step as the period with every batch hidden and nothing else on the
-# chain (no fold, no waits): an upper bound. The structure needs a second 64-register score buffer,
-# which does not fit beside O, S, the inner accumulator and P at head_dim 128 (272 registers of 240).
-
-# %%
-two_runs, two_doc, two_path = softmax_beside.latest_recording(stem=softmax_beside.TWO_SOFTMAX_STEM)
-if two_runs:
-    display(Markdown(f"Recorded: `{two_path.name}`; cycles per step of both warpgroups together."))
-    display(plots.table([{"run": i + 1, **row} for i, rows in enumerate(two_runs) for row in rows]))
-    side_by_side = softmax_beside.side_by_side_projection(two_runs[0], measured_hw)
-    results.add("two softmaxes side by side (recorded) and the upper bound they give (projection)", side_by_side)
-    display(plots.table([{"quantity": k, "value": v} for k, v in side_by_side.items()]))
-else:
-    display(Markdown("No recording (`data/results/*-two-softmaxes-beside.json`) to show."))
-
-# %% [markdown]
-# Beside the kernel's batch (P.V with the next Q.K^T) the step takes ~1.37x its lone time, and
-# ~1.53x when the fold follows each batch; that is the traced in-kernel softmax. In ping-pong
-# each warpgroup's softmax runs beside the other's batch and fold, so the D=128 period is two such
-# softmaxes (~2 x 1,170 cycles): the 1000-TOPS target needs ~1,930. A schedule that keeps the
-# softmax away from the tensor cores pays the batches on its chain instead, which is what the
-# recorded sweeps above found each time work moved. Two softmaxes side by side beside the batches
-# (~1,790 cycles for both) would leave room for ~1.3x over ping-pong before the fold's share: the
-# next structure has to find the 64 registers per consumer that it needs (for example with O kept in
-# shared memory and folded there).
-
-# %% [markdown]
-# ## What each unit's work costs under the power cap (recorded)
-# The cycles above are only half of speed: under sustained N=16384 load the card holds its board
-# power at the 700 W cap by lowering the SM clock, so a unit's energy per operation costs clock.
-# `sagelib sweep --ablate --sustain 4` runs each leave-one-out build back to back for 4 s
-# from idle while nvidia-smi samples the clock and the instantaneous power (`sagelib.measure.power`), and
-# keeps what follows the first second (record sm90-energy-per-unit). A build that leaves the cap
-# runs at 1,980 MHz: its gain is cycles and clock together. Leaving out the K/V copies (the L2-to-SM
-# traffic) took D=128 off the cap (1.05x), which bounds what sharing each stage between two CTAs
-# could return; D=64 ran below the cap then, and the score conversion was its dearest instruction.
-# That sharing was then built (record sm90-kv-multicast: two CTAs of a cluster, each multicasting
-# half of every stage): under the cap it raised the clock from ~1,870 to ~1,915 MHz, as predicted,
-# and the two CTAs' lockstep took as much per cycle, so D=128 came out level and N=1024 slower.
-
-# %%
-energy_doc, energy_path = bench_records.latest(schema=sweep_records.SCHEMA, stem=power.ABLATIONS_STEM)
-energy_rows = power.sustained_rows(energy_doc) if energy_doc else []
-results.add("leave-one-out builds run back to back: clock and power (recorded)", energy_rows)
-if energy_rows:
-    display(Markdown(f"Recorded: `{energy_path.name}` ({energy_doc['date']}, {energy_doc['device']['name']}); "
-                     "wrong outputs on purpose: each build leaves one unit's work out."))
-    energy_shapes = list(dict.fromkeys(r["shape"] for r in energy_rows))
-    energy_variants = [v for v in dict.fromkeys(r["variant"] for r in energy_rows) if v != "default"]
-    ratio = {(r["shape"], r["variant"]): r["x default"] for r in energy_rows}
-    fig = plots.speedup_bars(energy_variants, {s: [ratio.get((s, v), float("nan")) for v in energy_variants]
-                                               for s in energy_shapes},
-                             title="Each unit's work left out: sustained speed against the default build",
-                             xlabel="sustained kernel-only speed against the default build (4 s back to back)")
-    results.figure(fig, "energy_per_unit")
-    plots.table(energy_rows)
-else:
-    display(Markdown(f"No recording `data/results/*-{power.ABLATIONS_STEM}.json` to show."))
-
-# %% [markdown]
-# ## Who owns the grid: the tile scheduler (model)
-# A persistent grid (one CTA per SM) shares the tiles among 132 CTAs. With a static stride each
-# CTA draws a fixed sum of causal tile lengths and the unlucky ones finish last; a global counter
-# hands each tile to whichever CTA is free. The kernel now takes tiles from a counter, causal ones
-# heaviest first across the heads whose K and V fit 24 MB of L2 (`kernels/include/attn_sm90/scheduler.cuh`).
-# Modelled below (`sagelib.studies.tile_balance`: a tile costs its key blocks plus half a block): the
-# share of the card busy until the last CTA finishes. Measured: causal kernel-only +5-6% at
-# N=16384 and +14-15% at N=1024, B=32 (experiment log, record sm90-tile-scheduler). The model
-# knows nothing of L2: at N=1024, B=32 the window measured 4% slower than the plain head-major
-# order it beats here. The three-consumer geometries have 192-row tiles (at D=64 the preset's,
-# with 128-key blocks; cta_k 64 with 64-key blocks): fewer, longer tiles; their rows are marked.
-
-# %%
-
-
-def balance_problem(b, n, d, geometry):  # causal: non-causal tiles are equal and every schedule ties
-    return tile_balance.Problem(b, heads, n, d, True, cta_q=geometry.cta_q, block_keys=geometry.block_keys)
-
-
-balance_problems = [balance_problem(b, n, d, sm90.geometry_for(None, d))
-                    for b, n in ((2, 16384), (4, 8192), (1, 4096), (32, 1024)) for d in head_dims]
-balance_problems += [balance_problem(b, n, 128, sm90.ROTATION_GEOMETRY) for b, n in ((2, 16384), (32, 1024))]
-balance_rows = tile_balance.balance_table(balance_problems)
-results.add("tile scheduler balance (model)", balance_rows)
-schedules = [k for k in balance_rows[0] if k != "shape"]
-fig = plots.grouped_bars([r["shape"] for r in balance_rows], {k: [r[k] for r in balance_rows] for k in schedules},
-                         ylabel="mean CTA load / largest (model)", title="Tile scheduler balance over 132 CTAs",
-                         value_format="%.2f")
-results.figure(fig, "tile_scheduler_balance")
-
-# %% [markdown]
-# ## What a tile change costs, and what taking the next tile early bought (recorded)
-# A consumer's tile is its key blocks plus a change: waiting for the next Q slot and decoding the
-# tile, the first Q.K^T, and the epilogue's stores. CTA 0's traced walk (`sagelib profile sm90
-# --trace`, record sm90-tile-change) put that change at about a quarter of an 8-block tile at
-# N=1024: the same key blocks run at the same period at every N, so short sequences paid it in full.
-# The kernel now decodes tiles by multiply-high division, takes the next tile before the epilogue
-# (its scale loads then land under the stores), reads the V channel scales from the tile's Q slot,
-# and stores the output through a per-warp staging tile as whole 16-byte chunks. Below: the
-# recorded A/B of the build that closed the record (d7ce787) against the one before, same call, same
-# bits (kernel only); where the decode's divisors live was settled after it at the same speed
-# (record sm90-tile-decode-divisors).
-
-# %%
-tile_doc, tile_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
-tile_rows = []
-if tile_doc is not None:
-    last = max(r["repeat"] for r in tile_doc["rows"])  # the call that timed the final build
-    final = [r for r in tile_doc["rows"] if r["repeat"] == last]
-    before = {r["shape"]: r for r in final if "former default" in r["variant"]}
-    after_name = next(r["variant"] for r in final if r["variant"].startswith("d7ce787"))
-    tile_rows = [{"shape": r["shape"], "before (TOPS)": before[r["shape"]]["tops"], "after (TOPS)": r["tops"],
-                  "after / before": r["tops"] / before[r["shape"]]["tops"], "same bits": r["bit_identical_to_default"]}
-                 for r in final if r["variant"] == after_name]
-results.add("tile change (recorded)", tile_rows)
-if tile_rows:
-    show_recorded_pair(tile_doc, tile_path, tile_rows, ("before (TOPS)", "after (TOPS)"),
-                       "The tile change: kernel only before and after, by shape", "tile_change",
-                       note=f": `{before[tile_rows[0]['shape']]['variant']}` against `{after_name}`")
-else:
-    display(Markdown("No recording `data/results/*-sm90-sweep-tile-change.json` to show."))
-
-# %% [markdown]
-# ## The next step's numerics: a 64-key softmax step (contract, CPU)
+# ## The rotation's numerics: a 64-key softmax step (contract, CPU)
 # `three_consumer_rotation` fits its 160 registers only with 64-key steps, while the
 # sm90 preset takes the row max and flushes the inner accumulator per 128 keys. Keeping that
 # exactly would need the S of 128 keys live again. The alternative is a preset whose step is
@@ -681,7 +245,7 @@ else:
 # accuracy (`cta_k` overrides the preset's traversal block; every other stage stays sm90's).
 
 # %%
-step_rows = [row for d in head_dims for row in studies.traversal_step_errors(
+step_rows = [row for d in head_dims for row in contract_sweeps.traversal_step_errors(
     [128, 64], ["gaussian", "k_outliers", "heavy_tails"],
     data.Shape(batch=1, heads=step_study_heads, tokens=step_study_tokens, head_dim=d))]
 results.add("traversal step study", step_rows)
@@ -696,23 +260,10 @@ results.figure(fig, "traversal_step")
 plots.table(step_rows)
 
 # %% [markdown]
-# ## The closed experiments against the leading structure
-# Each closed experiment of the prior work reopens only when its condition holds.
-# The producer + two consumer warpgroup structure changes ownership, the pipeline and
-# the staging, so most may be reopened inside it, each by a proposal that declares
-# the condition with evidence (`sagelib log propose`). The sm121 items stay closed:
-# nothing here changes the toolchain or the ISA of that target.
-
-# %%
-review = ownership.reopening_review(ownership.candidate("fa3_pingpong"))
-results.add("reopening review (fa3_pingpong)", review)
-plots.table(review)
-
-# %% [markdown]
-# ## Reading
+# ## Reading: the structure to build on
 # * The portable 4-warp kernel cannot hold two-level accumulation, Q fragments and a
 #   64-key S tile in 255 registers at D=128: the spills the research log fought are
-#   structural (ncu on our mma.sync kernel in notebook 04 shows the local-memory traffic).
+#   structural (ncu on our mma.sync kernel in notebook 05 shows the local-memory traffic).
 # * One wgmma warpgroup fits, but waits on itself: it can only approach its serial bound,
 #   which is where SageAttention2's sm90 kernel sits.
 # * Producer + two consumer warpgroups in ping-pong fits at D=128 with 240 registers and
@@ -725,39 +276,17 @@ plots.table(review)
 #   (the floor above, at the 1.98 GHz the model assumes). The first recording's e4m3 figure
 #   (5673 ops per clock) timed the FADDs ptxas leaves in the loop after hoisting the HMMAs
 #   of loop-invariant operands; the bench now changes its operands every iteration.
-# * The built ping-pong kernel's limit is its softmax phase, bound by instruction latency at two
-#   consumer warps per scheduler. `three_consumer_rotation` puts three there, with 64-key steps (and
-#   at D=128 P.V in two passes). The traversal-step chart says what such a preset costs against
-#   float64 (ratios at 1: nothing). Built, it ran slower than the two-consumer kernel at D=128 and
-#   within a few percent at D=64: more warps do not pay if each takes twice the steps. At D=64 three
-#   consumers fit on the preset's own 128-key step (`three_consumer_preset`), and that paid: 1.14-1.23x
-#   at N of 4096 and more, 1.04x at N=1024, the same bits. At D=128 nothing fits a third consumer.
 # * At D=128 the tensor cores and exp2 need the same time (8192 ops and 16 exp2 per clock
 #   per SM, 4*128 ops per score): only a structure that overlaps them by construction can
 #   pass the serial bound. At D=64 exp2 alone bounds every structure near 1070 TOPS.
-# * The built ping-pong kernel's softmax runs ~1.45x its lone time because the other consumer's
-#   tensor-core batch and fold run beside it (the softmax-beside section): its period is two such
-#   softmaxes, which projects to ~876 TOPS kernel only, where it measures. Two softmaxes side by
-#   side beside the batches leave room for ~1,220 (an upper bound), but need each consumer's next
-#   Q.K^T in flight during its own softmax: a second S buffer. `o_in_smem_overlap` finds its
-#   registers by keeping O in shared memory (238 of 240 registers, 64 KB more shared memory). Built,
-#   it ran at 0.64-0.67x of ping-pong (log seq 98), and so did the same walk with O in registers and
-#   P.V in halves (seq 99): without turns, P.V's round trip and the fold sit on each consumer's chain
-#   after its softmax, where ping-pong hides them under the other consumer's softmax.
-# * Sustained, the power cap sets the clock (the energy section): D=128 runs near 1,900 MHz at 700 W,
-#   D=64 ran at 1,980 below it. Leaving the K/V copies out took D=128 off the cap (1.05x); sharing them
-#   between two CTAs (built, log seq 128) bought ~2.4% of clock and lost as much to the two CTAs'
-#   lockstep, so D=128 came out level. The score conversion was D=64's
-#   dearest instruction (1.07x without it): folded into the FMA (an integer add in place of I2FP, the
-#   bias leaving through the row's subtrahend) it gave 1.02x at D=64 and lost 3-5% at D=128, so
-#   `cuda-sm90` folds at head_dim 64 only (log seq 109). With it D=64 now touches the cap too.
-# * What is left is not instruction count. The exp pass of the built kernel issues 4.74 (D=128) and
-#   4.77 (D=64) instructions per exp2 against the contract's 4.5 per score (notebook 04's SASS table,
-#   `sagelib kernels sass`; log seq 163), and under ncu the exp2 unit runs at 68% of its peak at D=64 with
-#   the issue slots 61% busy, while at D=128 no unit passes half (seq 166): D=64 sits ~1.45x from its
-#   exp2 bound, D=128 on the latency of the ping-pong chain above.
-# * Who transposes V: the issue left it to measurement (the quantizer or the kernel, whichever is
-#   faster). The K/V quantizer writes V^T through a shared-memory tile; written token-major straight
-#   from registers instead, the pass took 0.981-0.993x of its time, at most 0.5% of the whole call
-#   (B32 N1024 D128; log seq 186). That is all an in-kernel transpose could win back before the same
-#   shared-memory work lands on the attention kernel's warps, so V^T stays in the quantizer.
+# * The recommendation, built: producer + two consumer warpgroups in ping-pong (`cuda-sm90`).
+#   Its limit is its softmax phase, bound by instruction latency at two consumer warps per
+#   scheduler. `three_consumer_rotation` puts three there, with 64-key steps (and at D=128 P.V in
+#   two passes). The traversal-step chart says what such a preset costs against float64 (ratios
+#   at 1: nothing). Built, it ran slower than the two-consumer kernel at D=128 and within a few
+#   percent at D=64: more warps do not pay if each takes twice the steps. At D=64 three consumers
+#   fit on the preset's own 128-key step (`three_consumer_preset`), and that paid: 1.14-1.23x at N
+#   of 4096 and more, 1.04x at N=1024, the same bits. At D=128 nothing fits a third consumer.
+# * What the built kernel was tried against since (schedules, role splits, the softmax beside the
+#   tensor cores, the power cap, the tile scheduler) and which closed experiments it may reopen:
+#   notebook 02.

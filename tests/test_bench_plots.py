@@ -1,4 +1,4 @@
-"""sagelib.studies.bench_plots: what the charts of notebook 03 say."""
+"""sagelib.studies.bench_plots: what the charts of notebook 04 say."""
 
 import matplotlib
 

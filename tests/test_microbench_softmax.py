@@ -6,6 +6,7 @@ import json
 import pytest
 
 from sagelib.backends.kernels import sm90
+from sagelib.measure.hardware import H200
 from sagelib.studies import softmax_beside
 
 
@@ -46,9 +47,7 @@ def test_beside_rows_count_the_other_warpgroups_batches():
 def test_pingpong_projection_is_two_steps_beside_batch_and_fold():
     import dataclasses
 
-    from sagelib.studies import ownership
-
-    hw = dataclasses.replace(ownership.H200, sms=100, clock_ghz=1.0)  # 1e11 SM clocks per second
+    hw = dataclasses.replace(H200, sms=100, clock_ghz=1.0)  # 1e11 SM clocks per second
     rows = [{"kind": "nothing", "cycles_per_step": 800.0},
             {"kind": softmax_beside.PINGPONG_KIND, "cycles_per_step": 1000.0}]
     p = softmax_beside.pingpong_projection(rows, hw, target_tops=1000.0)
@@ -60,10 +59,8 @@ def test_pingpong_projection_is_two_steps_beside_batch_and_fold():
 
 
 def test_pingpong_projection_names_the_kinds_it_needs():
-    from sagelib.studies import ownership
-
     with pytest.raises(ValueError, match="expected the kinds 'nothing' and 'P.V \\+ Q.K\\^T batches, then the fold'"):
-        softmax_beside.pingpong_projection([{"kind": "nothing", "cycles_per_step": 800.0}], ownership.H200)
+        softmax_beside.pingpong_projection([{"kind": "nothing", "cycles_per_step": 800.0}], H200)
 
 
 @pytest.mark.parametrize("warpgroups", [0, 3, "2"])
@@ -85,9 +82,7 @@ def test_two_softmax_warpgroups_beside_the_batches():
 def test_side_by_side_projection_takes_the_two_softmax_step_as_the_period():
     import dataclasses
 
-    from sagelib.studies import ownership
-
-    hw = dataclasses.replace(ownership.H200, sms=100, clock_ghz=1.0)
+    hw = dataclasses.replace(H200, sms=100, clock_ghz=1.0)
     rows = [{"kind": "nothing", "cycles_per_step": 1200.0}, {"kind": "P.V + Q.K^T batches", "cycles_per_step": 1600.0}]
     p = softmax_beside.side_by_side_projection(rows, hw)
     assert p["period (upper-bound structure)"] == 1600.0

@@ -1,4 +1,4 @@
-"""Notebooks 03 and 04 without a GPU: nothing measured now, recorded results shown as recorded.
+"""Notebooks 04 and 05 without a GPU: nothing measured now, recorded results shown as recorded.
 
 The notebooks are executed for real (jupytext -> papermill, the runner's path) with the `tiny`
 profile. The recordings they are pointed at are either an empty folder or small documents
@@ -46,14 +46,14 @@ def _recorded_bench_document():
             "plan": {}, "ceilings": {"int8_gemm": {"value": 890.0, "unit": "TOPS"}}, "records": records}
 
 
-def test_03_without_recordings_says_nothing_was_measured(tmp_path):
-    values, html = _run(tmp_path, "03_performance", tmp_path / "empty")
+def test_04_without_recordings_says_nothing_was_measured(tmp_path):
+    values, html = _run(tmp_path, "04_performance", tmp_path / "empty")
     assert values["values"]["measured_now"] is False
     assert "Nothing was measured in this run" in html and "No recorded GPU results" in html
     assert values["figures"] == []
 
 
-def test_03_shows_the_latest_recording_labelled_as_recorded(tmp_path):
+def test_04_shows_the_latest_recording_labelled_as_recorded(tmp_path):
     recorded = tmp_path / "recorded"
     old = _recorded_bench_document()
     old["created_utc"] = "2025-01-01T00:00:00Z"
@@ -63,7 +63,7 @@ def test_03_shows_the_latest_recording_labelled_as_recorded(tmp_path):
     newer_small = _recorded_bench_document()  # a later recording of another kind is not the sweep
     newer_small["created_utc"], newer_small["device"]["name"] = "2027-01-01T00:00:00Z", "Other Kind GPU"
     bench_records.save(newer_small, recorded, stem="reference")
-    values, html = _run(tmp_path, "03_performance", recorded)
+    values, html = _run(tmp_path, "04_performance", recorded)
     assert values["values"]["recorded_file"] == str(path)
     assert "RECORDED results" in html and "Test GPU 9000" in html and "abc1234" in html
     assert "Older GPU" not in html and "Other Kind GPU" not in html
@@ -72,7 +72,7 @@ def test_03_shows_the_latest_recording_labelled_as_recorded(tmp_path):
     assert headline["value"] == 560.0 and headline["note"].startswith("recorded 2026-11-29")
 
 
-def test_03_shows_recorded_quantizer_figures_against_the_copy(tmp_path):
+def test_04_shows_recorded_quantizer_figures_against_the_copy(tmp_path):
     recorded = tmp_path / "recorded"
     document = _recorded_bench_document()
     document["quantizers"] = {"copy_tb_s": 4.0, "rows": [
@@ -84,19 +84,19 @@ def test_03_shows_recorded_quantizer_figures_against_the_copy(tmp_path):
     newer = _recorded_bench_document()  # newer, but without quantizer figures: not the one shown
     newer["created_utc"] = "2026-12-01T00:00:00Z"
     bench_records.save(newer, recorded, stem="performance")
-    values, html = _run(tmp_path, "03_performance", recorded)
+    values, html = _run(tmp_path, "04_performance", recorded)
     assert "quantizer_bandwidth" in {f["name"] for f in values["figures"]}
     assert "Quantizer figures RECORDED" in html and "bench-quant" in html
     headline = values["headlines"]["quantization_of_copy_2_32_16384_128"]
     assert headline["value"] == 70.0 and headline["unit"] == "%" and "RECORDED 2026-11-29" in headline["note"]
 
 
-def test_03_reads_the_targets_against_the_recorded_bench(tmp_path):
+def test_04_reads_the_targets_against_the_recorded_bench(tmp_path):
     recorded = tmp_path / "recorded"
     document = _recorded_bench_document()
     document["records"].append({**document["records"][-1], "backend": "cuda-sm90", "tops": 900.0})  # N16384 D128
     bench_records.save(document, recorded, stem="bench-targets")
-    values, html = _run(tmp_path, "03_performance", recorded)
+    values, html = _run(tmp_path, "04_performance", recorded)
     assert "targets" in {f["name"] for f in values["figures"]}
     rows = {r["target"]: r for r in values["values"]["targets"]}
     assert rows["Hopper kernel, D128 N16384, end to end"]["measured"] == 900.0
@@ -105,12 +105,12 @@ def test_03_reads_the_targets_against_the_recorded_bench(tmp_path):
     assert "missed, 10% short" in html
 
 
-def test_03_draws_the_recorded_fusion_ceilings(tmp_path):
+def test_04_draws_the_recorded_fusion_ceilings(tmp_path):
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     committed = sorted(bench_records.RESULTS_DIR.glob("*-quant-breakdown.json"))[-1]
     (recorded / committed.name).write_text(committed.read_text())
-    values, html = _run(tmp_path, "03_performance", recorded)
+    values, html = _run(tmp_path, "04_performance", recorded)
     assert "fusion_ceilings" in {f["name"] for f in values["figures"]}
     first = json.loads(committed.read_text())["rows"][0]
     assert f"{first['shape']}: cuDNN {first['times_ms']['cudnn']:.3f} ms" in html and "direct V preparation" in html
@@ -134,7 +134,7 @@ def test_latest_quantizers_takes_the_newest_of_either_kind(tmp_path):
     assert (found.card, found.commit, found.copy_tb_s) == ("Quant GPU", "def5678", 5.0)
 
 
-def test_04_without_gpu_reports_each_tool_and_the_recording(tmp_path):
+def test_05_without_gpu_reports_each_tool_and_the_recording(tmp_path):
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     document = {"schema": bench_records.NCU_SCHEMA, "created_utc": "2026-11-29T11:00:00Z",
@@ -144,7 +144,7 @@ def test_04_without_gpu_reports_each_tool_and_the_recording(tmp_path):
                         "registers_per_thread": 168, "achieved_occupancy_pct": 11.9, "tensor_pipe_pct_max": 71.0,
                         "issue_stalls": {"math_pipe_throttle": 1.2}}}]}]}
     (recorded / "2026-11-29-test-ncu.json").write_text(json.dumps(document))
-    values, html = _run(tmp_path, "04_profile", recorded)
+    values, html = _run(tmp_path, "05_profile", recorded)
     assert set(values["values"]["tools"]) == {"ncu", "compute-sanitizer", "nvcc"}
     assert "ptxas" in values["values"]
     from sagelib.cuda import sass

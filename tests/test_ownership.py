@@ -1,11 +1,9 @@
-"""Phase 1 model: register, occupancy and bound arithmetic checked by hand."""
+"""Phase 1 model: register, shared-memory and occupancy arithmetic checked by hand."""
 
-import json
 from dataclasses import replace
 
 import pytest
 
-from sagelib.measure import microbench
 from sagelib.studies import ownership
 
 
@@ -55,37 +53,6 @@ def test_pingpong_fits_240_but_not_with_a_second_s_buffer_at_d128():
     assert ownership.fit(ownership.candidate("fa3_pingpong"), 128).ctas_per_sm == 1
 
 
-def test_bounds_by_hand():
-    hw = ownership.H200
-    b = ownership.bounds(ownership.candidate("fa3_pingpong"), 128, 2, 32, 16384, 16384)
-    scores = 2 * 32 * 16384 * 16384
-    assert b.ops == 4 * scores * 128
-    per_s = 16 * hw.sms * hw.clock_ghz * 1e9
-    assert b.exp2_s == pytest.approx(scores / per_s) and b.convert_s == pytest.approx(scores / per_s)
-    assert b.tensor_s == pytest.approx(b.ops / (8192 * hw.sms * hw.clock_ghz * 1e9))
-    assert b.floor_s == pytest.approx(max(b.tensor_s, 2 * b.exp2_s))
-    magic = ownership.bounds(ownership.candidate("fa3_pingpong"), 128, 2, 32, 16384, 16384, magic_convert=True)
-    assert magic.convert_s == 0 and magic.floor_tops > b.floor_tops
-    causal = ownership.bounds(ownership.candidate("fa3_pingpong"), 128, 2, 32, 16384, 16384, causal=True)
-    assert causal.ops == b.ops / 2
-
-
-def test_mma_sync_bound_times_q_k_and_p_v_at_their_own_rates():
-    # H200 measured: int8 mma.sync 5377 ops/clk/SM; P.V runs as f16 m16n8k16 (no e4m3 mma.sync on sm_90) at 2683
-    hw = ownership.H200.with_measured(mma_sync_8bit_ops_per_clk=5377.0, mma_sync_pv_ops_per_clk=2683.0)
-    b = ownership.bounds(ownership.candidate("mma_sync_4warp"), 128, 2, 32, 16384, 16384, hw=hw)
-    per_clk_s = hw.sms * hw.clock_ghz * 1e9
-    assert b.tensor_s == pytest.approx(b.ops / 2 / (5377 * per_clk_s) + b.ops / 2 / (2683 * per_clk_s))
-    assert microbench.pv_microbench((9, 0)) == "mma_sync_f16"
-    assert microbench.pv_microbench((8, 9)) == microbench.pv_microbench((12, 0)) == "mma_sync_e4m3"
-
-
-def test_measured_rates_replace_stated_ones_and_say_so():
-    hw = ownership.H200.with_measured(mufu_per_clk=15.5)
-    assert hw.mufu_per_clk == 15.5 and hw.source["mufu_per_clk"].startswith("measured")
-    assert ownership.H200.mufu_per_clk == 16.0
-
-
 def test_reopening_review_keeps_sm121_work_closed_and_opens_prefetch_for_pingpong():
     rows = {r["closed experiment"]: r for r in ownership.reopening_review(ownership.candidate("fa3_pingpong"))}
     assert rows["p0-early-k-prefetch"]["verdict"].startswith("may be reopened")
@@ -97,49 +64,6 @@ def test_reopening_review_keeps_sm121_work_closed_and_opens_prefetch_for_pingpon
 def test_unknown_structure_is_named():
     with pytest.raises(ValueError, match="key: expected one of"):
         ownership.candidate("warp_specialised_v9")
-
-
-def test_microbench_without_a_gpu_reports_why_for_every_rate(monkeypatch):
-    monkeypatch.setattr(microbench.torch.cuda, "is_available", lambda: False)
-    rates = microbench.run()
-    assert len(rates) == len(microbench.MICROBENCHES)
-    assert all(r.value is None and "no CUDA GPU" in r.reason for r in rates)
-    assert microbench.measured_hardware(rates) is ownership.H200
-
-
-def _rate(key, value):
-    micro = next(m for m in microbench.MICROBENCHES if m.key == key)
-    return microbench.Rate(key, micro.what, micro.unit, value, micro.hardware_field)
-
-
-def test_interleaved_pair_rate_decides_whether_conversion_shares_the_exp2_unit():
-    shared = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 8.1)])
-    separate = microbench.measured_hardware([_rate("ex2", 16.0), _rate("ex2_and_cvt", 15.6),
-                                             _rate("cvt_s32_f32", 39.0)])
-    assert shared.convert_shares_exp2_unit and not separate.convert_shares_exp2_unit
-    arch = ownership.candidate("fa3_pingpong")
-    b_shared = ownership.bounds(arch, 128, 2, 32, 16384, 16384, hw=shared)
-    b_sep = ownership.bounds(arch, 128, 2, 32, 16384, 16384, hw=separate)
-    assert b_shared.special_function_s == pytest.approx(b_shared.exp2_s + b_shared.convert_s)
-    assert b_sep.special_function_s == pytest.approx(max(b_sep.exp2_s, b_sep.convert_s)) == pytest.approx(b_sep.exp2_s)
-
-
-def test_the_recorded_h200_microbenchmarks_load_as_rates():
-    rates, document, path = microbench.latest_recording()
-    assert path is not None and document["schema"] == microbench.SCHEMA
-    assert {r.key for r in rates} == {m.key for m in microbench.MICROBENCHES}
-    assert all(r.value and r.value > 0 for r in rates)
-
-
-def test_a_microbenchmark_document_reads_back_as_the_rates_it_holds():
-    rates = [microbench.Rate("ex2", "exp2", "results/clk/SM", 15.9, "mufu_per_clk"),
-             microbench.Rate("mma_sync_f16", "f16 mma", "ops/clk/SM", 2683.0, "mma_sync_pv_ops_per_clk")]
-    doc = json.loads(json.dumps(microbench.document(rates, "python3 -m sagelib.measure.microbench")))
-    assert doc["schema"] == microbench.SCHEMA and doc["command"] == "python3 -m sagelib.measure.microbench"
-    fields = set(microbench.Rate.__dataclass_fields__)
-    assert [microbench.Rate(**{k: v for k, v in r.items() if k in fields}) for r in doc["rates"]] == rates
-    hw = microbench.measured_hardware(rates)
-    assert hw.mma_sync_pv_ops_per_clk == 2683.0 and hw.source["mma_sync_pv_ops_per_clk"].startswith("measured")
 
 
 def test_o_in_shared_memory_frees_the_registers_of_a_second_s_buffer_at_d128():

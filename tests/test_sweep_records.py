@@ -70,3 +70,51 @@ def test_best_per_experiment_keeps_each_files_best_same_output_variant():
     best = sweep_records.best_per_experiment(found, ["S", "T"])
     assert [(b.experiment, b.variant, b.variants, b.speedup) for b in best] == [
         ("a", "fast", 2, {"S": 1.2, "T": 1.0}), ("b", "only", 1, {"S": 0.7})]
+
+
+def test_label_names_the_experiment_from_its_file_and_the_first_sweep_by_default():
+    assert sweep_records.label("sm90-sweep-defer-pv", "pv late") == "defer-pv: pv late"
+    assert sweep_records.label("sm90-sweep", "default") == "first sweep: default"
+
+
+def test_three_consumer_rows_divide_by_the_two_consumer_build_of_the_same_shape():
+    rows = [_row("former default (two consumers)", "A", 10.0, bit_identical_to_default=True),
+            _row("former default (two consumers)", "B", 20.0, bit_identical_to_default=True),
+            _row("three consumers, 6 stages", "A", 8.0, stages=6, bit_identical_to_default=True),
+            _row("three consumers, 6 stages", "B", 25.0, stages=6, bit_identical_to_default=False),
+            _row("three consumers, 4 stages", "A", 1.0, bit_identical_to_default=True)]
+    found = {r["shape"]: r for r in sweep_records.three_consumer_rows({"rows": rows})}
+    assert set(found) == {"A", "B"}  # only the named variant
+    assert found["A"]["three / two"] == pytest.approx(10.0 / 8.0) and found["A"]["ring stages"] == 6
+    assert found["B"]["three / two"] == pytest.approx(20.0 / 25.0) and not found["B"]["same bits"]
+
+
+def test_tile_change_rows_take_the_last_call_only():
+    rows = [_row("former default", "S", 10.0, repeat=1, bit_identical_to_default=True),
+            _row("d7ce787 early tile", "S", 1.0, repeat=1, bit_identical_to_default=True),
+            _row("former default", "S", 10.0, repeat=2, bit_identical_to_default=True),
+            _row("d7ce787 early tile", "S", 8.0, repeat=2, bit_identical_to_default=True),
+            _row("other", "S", 2.0, repeat=2, bit_identical_to_default=True)]
+    (row,), before, after = sweep_records.tile_change_rows({"rows": rows})
+    assert (before, after) == ("former default", "d7ce787 early tile")
+    assert row["after / before"] == pytest.approx(10.0 / 8.0)  # repeat 1's 10x is not the final build's
+
+
+def test_role_split_rows_name_the_default_as_the_kernel():
+    rows = [{"shape": "S", "variant": "default", "tops": 800.0, "vs_preset": 1.0, "bit_identical": True},
+            {"shape": "S", "variant": "split", "tops": 500.0, "vs_preset": 0.625, "bit_identical": True}]
+    found = sweep_records.role_split_rows({"rows": rows})
+    assert [r["variant"] for r in found] == ["two consumers (the kernel)", "split"]
+    assert found[1]["against the kernel"] == 0.625
+
+
+def test_the_recorded_ab_files_read_as_rows():
+    from sagelib.measure import recordings as bench_records
+
+    d64, _ = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
+    tile, _ = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
+    assert d64 is not None and tile is not None
+    d64_rows = sweep_records.three_consumer_rows(d64)
+    assert d64_rows and all(r["three / two"] > 0 for r in d64_rows)
+    tile_rows, before, after = sweep_records.tile_change_rows(tile)
+    assert tile_rows and "former default" in before and after.startswith("d7ce787")

@@ -148,7 +148,7 @@ def test_the_command_names_from_and_the_fix_for_a_path_it_cannot_read(tmp_path, 
 
 
 def test_the_chart_labels_a_near_miss_with_the_digits_that_tell_it_from_the_goal():
-    """notebook 03's chart follows the table's rule: a missed target never reads 1.00x or 1000 of 1000."""
+    """notebook 04's chart follows the table's rule: a missed target never reads 1.00x or 1000 of 1000."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -65,3 +65,12 @@ def test_the_three_consumer_geometry_counts_its_own_rows_and_keys():
     preset = tb.Problem(1, 1, 1000, 64, True)
     assert preset.cta_q == sm90.PRESET_GEOMETRY.cta_q and preset.block_keys == sm90.PRESET_GEOMETRY.block_keys
     assert [tb.tile_cost(preset, q, overhead=0) for q in range(preset.q_blocks)] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_causal_problem_takes_its_tiles_from_the_geometry():
+    from sagelib.backends.kernels import sm90
+
+    geometry = sm90.ROTATION_GEOMETRY
+    p = tb.causal_problem(2, 32, 16384, 128, geometry)
+    assert p.causal and (p.cta_q, p.block_keys) == (geometry.cta_q, geometry.block_keys)
+    assert p.q_blocks == -(-16384 // geometry.cta_q)

@@ -27,7 +27,7 @@ class CudaBackend(Backend):
         self.granularity = granularity
         self.pv_accum = pv_accum
         #: The NaN/Inf scan reads q, k and v once more and synchronizes with the host;
-        #: off by default on this fast path (sagelib.backends.kernels.ops.attention keeps it on).
+        #: off by default on this fast path (sagelib.backends.kernels.mma.attention keeps it on).
         self.check_finite = check_finite
         self.description = (f"our kernels: INT8 QK / e4m3 PV mma.sync, sm89 preset, {granularity}, {pv_accum}")
 

@@ -80,7 +80,7 @@ INSTANCES: dict[str, tuple[str, ...]] = {
 }
 
 #: Builds beyond each file's default that the launcher makes, as extra nvcc options: K without smoothing under the
-#: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.backends.kernels.ops._quantize_int8).
+#: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.backends.kernels.quantizers.quantize_int8).
 #: `sagelib kernels check` and `kernels build` cover every instance of the file in each of them too.
 VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {"quant_qk.cu": (quant_int8_options(QUANT_QK_TILE_ROWS),)}
 

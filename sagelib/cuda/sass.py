@@ -7,7 +7,7 @@ F2FP (two scores per e4m3 pack). This module compiles the kernels with ``nvcc`` 
 disassembles them with ``cuobjdump -sass``, finds the exp pass (the straight-line basic block with the
 most MUFU.EX2: the unmasked path's) and counts its instructions by family, per exp2.
 
-``sagelib kernels sass`` prints the table; notebook 04 draws it. cuobjdump and the nvdisasm it runs ship with the
+``sagelib kernels sass`` prints the table; notebook 05 draws it. cuobjdump and the nvdisasm it runs ship with the
 CUDA toolkit and as NVIDIA's ``nvidia-cuda-cuobjdump`` and ``nvidia-cuda-nvdisasm`` wheels (the test extra has both).
 """
 

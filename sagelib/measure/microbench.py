@@ -3,7 +3,7 @@
 Each kernel in ``kernels/microbench/`` runs one CTA per SM; thread 0 of every CTA
 records how many SM clocks the CTA took. Work per CTA over those clocks gives a
 rate per clock per SM, which does not depend on the clock the card happens to run
-at. The rates replace the stated figures of :class:`sagelib.studies.ownership.Hardware`.
+at. The rates replace the stated figures of :class:`sagelib.measure.hardware.Hardware`.
 
 Needs a CUDA GPU and CuPy; without them :func:`run` returns every rate with the
 reason it was not measured.
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from sagelib.measure.hardware import H200
 from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 
@@ -141,9 +142,7 @@ def measured_hardware(rates: list[Rate], base=None):
     The pair rate of ``ex2_and_cvt`` against ``ex2`` decides whether the conversion
     competes with exp2: half the rate if they share a unit, about the same if not.
     """
-    from sagelib.studies import ownership
-
-    base = base or ownership.H200
+    base = base or H200
     measured = {r.hardware_field: r.value for r in rates if r.hardware_field and r.value}
     by_key = {r.key: r.value for r in rates if r.value}
     if by_key.get("ex2") and by_key.get("ex2_and_cvt"):

@@ -1,4 +1,4 @@
-"""The parity sweep of our CUDA kernels against the contract, for notebook 02 and the tests.
+"""The parity sweep of our CUDA kernels against the contract, for notebook 03 and the tests.
 
 A :class:`ParityCase` is one configuration (lengths, head_dim, dtype, layout,
 GQA, causal alignment, granularity, accumulation). :func:`run_case` draws fresh

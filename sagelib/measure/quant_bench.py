@@ -4,7 +4,7 @@ The quantizers are pure memory traffic, so each is measured in TB/s of the bytes
 plus write, against a device-to-device copy timed in the same run (issue 4's target: all of
 quantization together at 70% of copy or better). Each call is timed twice: as called from
 Python (CUDA events around the call) and as GPU work alone (the same call captured in a CUDA
-graph and replayed). Used by `sagelib bench --suite` and notebook 03.
+graph and replayed). Used by `sagelib bench --suite` and notebook 04.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sagelib.records.datafile import utc_stamp
 #: The timer, re-exported: A/B scripts import it from here (``from sagelib.measure.quant_bench import time_ms``).
 time_ms = timing.time_ms
 
-#: A recording of :func:`measure` (data/results/*.json; notebook 03 shows the newest).
+#: A recording of :func:`measure` (data/results/*.json; notebook 04 shows the newest).
 SCHEMA = bench_records.QUANT_SCHEMA
 #: The shapes of issue 4's report: B:H:N:D.
 SHAPES = ((2, 32, 16384, 128), (32, 32, 1024, 128))

@@ -96,7 +96,7 @@ class QuantizerRecording:
 
 def latest_quantizers(directory: str | Path = RESULTS_DIR) -> QuantizerRecording | None:
     """The newest recorded quantizer figures, from a quantizer recording or a bench document's
-    ``quantizers`` (`sagelib bench --suite`, a GPU run of notebook 03); None if there are none."""
+    ``quantizers`` (`sagelib bench --suite`, a GPU run of notebook 04); None if there are none."""
     found = []
     for document, path in load_all(directory, (QUANT_SCHEMA, bench.SCHEMA)):
         figures = document if document.get("schema") == QUANT_SCHEMA else document.get("quantizers")

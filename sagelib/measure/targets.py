@@ -4,7 +4,7 @@ Issues 4 and 6 state their speed targets as figures on the H200 (TOPS, a peer in
 an anchor, a share of the copy bandwidth). :data:`TARGETS` spells each one out once, and
 :func:`evaluate` reads them against a document of :mod:`sagelib.measure.bench` (``sagelib bench --out``,
 ``sagelib bench --suite default``): the measured figure, the goal, how far apart, and the peer where the
-target names one. ``sagelib targets`` prints it; notebook 03 draws it. A target whose case the
+target names one. ``sagelib targets`` prints it; notebook 04 draws it. A target whose case the
 document did not measure says so instead of passing.
 
 A full bench sometimes reads one case as an outlier (a wide spread between its timed calls). Such a

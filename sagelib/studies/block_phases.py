@@ -8,7 +8,7 @@ line per key block::
 
 (clock64 cycles: the softmax, the wait for the warpgroup's turn, issuing the wgmma batch, waiting
 for it, and the fold of P.V into O). Recorded files put several such printouts one after another
-under headings (``## name`` or ``== trace B:H:N:D``). This module reads them for notebook 01 and
+under headings (``## name`` or ``== trace B:H:N:D``). This module reads them for notebook 02 and
 splits a block's period into its phases; what the five phases leave of the start-to-start
 period (the loop's own instructions and the trace stamps) is ``rest``.
 """

@@ -1,4 +1,4 @@
-"""Phase 1: who owns which state, and what each ownership structure implies.
+"""Phase 1: who owns which state, and what each ownership structure costs.
 
 The research log closed its micro-optimisations with one conclusion: the next
 speed needs a change in *who owns which state, and when*. This module writes the
@@ -7,72 +7,20 @@ candidate structures down as data and derives, for each and for a head dim:
 * the registers a consumer thread needs for each piece of state (the O
   accumulator, the inner P.V accumulator, S and P fragments, Q, the row state);
 * the shared-memory stages and the CTAs an SM can hold (occupancy);
-* lower bounds on time from the three units that can limit attention: the
-  tensor cores, the special-function unit (one exp2 per score, and possibly one
-  int32-to-float conversion), and device memory.
+* which closed experiments of the prior work a structure would let reopen.
 
-Everything here is arithmetic on stated hardware figures. The figures are
-labelled datasheet or measured; the bounds are **projections** and are shown as
-such, never as results. ``sagelib.measure.microbench`` measures the figures that decide.
+The bounds on time each structure implies from the units that can limit attention
+are in :mod:`sagelib.studies.unit_bounds`; the card's figures both take are
+:class:`sagelib.measure.hardware.Hardware`, stated or measured by ``sagelib.measure.microbench``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from sagelib.errors import InputError
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """Per-SM rates of one GPU. ``source`` says where each number comes from."""
-
-    name: str = "NVIDIA H200 (SXM)"
-    sms: int = 132
-    clock_ghz: float = 1.98  # the clock seen under load on the lent H200 (nvidia-smi, 2026-10-28)
-    regs_per_sm: int = 65536
-    max_regs_per_thread: int = 255
-    smem_per_sm_bytes: int = 228 * 1024
-    max_smem_per_cta_bytes: int = 227 * 1024
-    max_threads_per_sm: int = 2048
-    #: dense int8/e4m3 tensor ops per clock per SM with wgmma (1979 TOPS datasheet at 1.83 GHz)
-    wgmma_8bit_ops_per_clk: float = 8192.0
-    #: mma.sync 8-bit ops per clock per SM: the datasheet gives none; half of wgmma until measured
-    mma_sync_8bit_ops_per_clk: float = 4096.0
-    #: P.V ops per clock per SM on the mma.sync path: e4m3 mma.sync, or on sm_90, which has none,
-    #: the f16 m16n8k16 the portable kernel widens its operands to (kernels/attn_mma.cu)
-    mma_sync_pv_ops_per_clk: float = 4096.0
-    #: ex2.approx results per clock per SM (CUDA programming guide, cc 9.0: 16)
-    mufu_per_clk: float = 16.0
-    #: cvt.rn.f32.s32 results per clock per SM (CUDA programming guide, cc 9.0: 16, "other conversions")
-    cvt_i2f_per_clk: float = 16.0
-    fp32_per_clk: float = 128.0
-    #: whether cvt.rn.f32.s32 competes with exp2 for one unit (the guide lists both at 16; worst case until measured)
-    convert_shares_exp2_unit: bool = True
-    memory_bytes_per_s: float = 4.25e12  # device copy, read + write, measured (shared/ANCHORS.md)
-    source: dict = field(default_factory=lambda: {
-        "wgmma_8bit_ops_per_clk": "datasheet (1979 dense int8 TOPS)",
-        "mma_sync_8bit_ops_per_clk": "assumption (half of wgmma) until measured",
-        "mma_sync_pv_ops_per_clk": "assumption (half of wgmma) until measured",
-        "mufu_per_clk": "CUDA programming guide, throughput table, cc 9.0",
-        "cvt_i2f_per_clk": "CUDA programming guide, throughput table, cc 9.0",
-        "memory_bytes_per_s": "measured device copy, shared/ANCHORS.md",
-        "convert_shares_exp2_unit": "assumption (worst case) until measured",
-    })
-
-    def per_second(self, per_clk: float) -> float:
-        return per_clk * self.sms * self.clock_ghz * 1e9
-
-    def with_measured(self, **rates) -> "Hardware":
-        """The same card with measured figures (rates per clock per SM) in place of the stated ones."""
-        source = dict(self.source)
-        for key in rates:
-            source[key] = "measured (sagelib.measure.microbench)"
-        return replace(self, source=source, **rates)
-
-
-H200 = Hardware()
+from sagelib.measure.hardware import H200, Hardware
 
 #: P is produced from S fragment by fragment and reuses its registers; it is listed but not added.
 P_ALIASES_S = "P fragment (e4m3, packed; reuses S)"
@@ -103,7 +51,7 @@ class Architecture:
     inner_channels: int | None = None
     kv_stages: int = 1
     #: O (fp32) kept in shared memory and folded through it in chunks of FOLD_CHUNK registers, freeing
-    #: its registers for a second S buffer (proposed after log seq 95; not built)
+    #: its registers for a second S buffer (proposed from the softmax-beside measurements; built, slower)
     o_in_shared_memory: bool = False
     consumer_reg_cap: int | None = None  #: setmaxnreg for consumers (None: no register split)
     producer_reg_cap: int | None = None
@@ -192,75 +140,6 @@ def _round_up(x: float, to: int) -> int:
     return int(math.ceil(x / to) * to)
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """Time one attention call needs from each unit (seconds). Projections, not results."""
-
-    architecture: str
-    head_dim: int
-    ops: float
-    tensor_s: float
-    exp2_s: float
-    convert_s: float
-    memory_s: float
-    overlap: str
-    convert_shares_exp2_unit: bool = True
-
-    @property
-    def special_function_s(self) -> float:
-        """exp2 and the int32 -> float conversion: added when they share a unit, else the slower of the two."""
-        if self.convert_shares_exp2_unit:
-            return self.exp2_s + self.convert_s
-        return max(self.exp2_s, self.convert_s)
-
-    @property
-    def floor_s(self) -> float:
-        """No structure beats this: the busiest unit, everything else hidden under it."""
-        return max(self.tensor_s, self.special_function_s, self.memory_s)
-
-    @property
-    def serial_s(self) -> float:
-        """Tensor work and softmax one after the other, nothing overlapped."""
-        return max(self.tensor_s + self.special_function_s, self.memory_s)
-
-    @property
-    def floor_tops(self) -> float:
-        return self.ops / self.floor_s / 1e12
-
-    @property
-    def serial_tops(self) -> float:
-        return self.ops / self.serial_s / 1e12
-
-    @property
-    def approaches(self) -> str:
-        """Which of the two the structure can get near: ping-pong overlaps by construction."""
-        return {"pingpong": "floor", "across_ctas": "between (other CTAs may overlap)"}.get(self.overlap, "serial")
-
-
-def bounds(arch: Architecture, head_dim: int, batch: int, heads: int, n_q: int, n_kv: int, hw: Hardware = H200,
-           causal: bool = False, magic_convert: bool = False) -> Bounds:
-    """Unit times for one call (ops counted 4*B*H*Nq*Nkv*D, half when causal).
-
-    ``magic_convert``: convert int32 scores by the float-bias trick (an integer add
-    on the integer pipe) instead of cvt.rn.f32.s32, taking conversion off the special unit.
-    """
-    fraction = 0.5 if causal else 1.0
-    ops = 4.0 * batch * heads * n_q * n_kv * head_dim * fraction
-    scores = batch * heads * n_q * n_kv * fraction
-    if arch.mma == "wgmma":
-        tensor = ops / hw.per_second(hw.wgmma_8bit_ops_per_clk)
-    else:  # half the ops are Q.K^T (int8), half P.V (e4m3, or f16 on sm_90)
-        tensor = (ops / 2 / hw.per_second(hw.mma_sync_8bit_ops_per_clk)
-                  + ops / 2 / hw.per_second(hw.mma_sync_pv_ops_per_clk))
-    exp2 = scores / hw.per_second(hw.mufu_per_clk)
-    convert = 0.0 if magic_convert else scores / hw.per_second(hw.cvt_i2f_per_clk)
-    # fp16 q, k, v read once and the fp16 output written once (quantization fused or not, the floor)
-    bytes_moved = 2 * batch * head_dim * (2 * heads * n_q + 2 * heads * n_kv)
-    return Bounds(arch.key, head_dim, ops, tensor, exp2, convert, bytes_moved / hw.memory_bytes_per_s, arch.overlap,
-                  hw.convert_shares_exp2_unit)
-
-
-
 _NEW_WGMMA_KERNEL = "a new wgmma kernel, not the mma.sync kernel the closed variants patched"
 _PINGPONG_CONDITIONS = {
     "implementation_changed": _NEW_WGMMA_KERNEL,
@@ -322,12 +201,12 @@ CANDIDATES = (
         owners={"Q": "shared memory", "S": "two buffers per consumer (this block, next block)", "P": "registers",
                 "O": "shared memory (fp32), folded in 16-register chunks", "row state": "each consumer warpgroup",
                 "K/V stages": "the producer (TMA, mbarriers)"},
-        note="The structure log seq 95 points to: both consumers' softmaxes side by side (1,794 cycles for both "
+        note="The structure the softmax-beside measurements point to: both consumers' softmaxes side by side (1,794 cycles for both "
              "beside a D128 batch stream, against ~2 x 1,250 in turns) with each consumer's next Q.K^T in flight "
              "during its own softmax. The second S buffer needs the 64 registers O holds; kept in shared memory "
              "(64 KB for two consumers), O is read, scaled, added to and written back once per key block. "
-             "Built and measured (log seq 98): 0.64-0.67x of ping-pong at every D128 shape, bits identical; the "
-             "same walk with O in registers and P.V in halves ran as slowly (seq 99). Without turns each "
+             "Built and measured: 0.64-0.67x of ping-pong at every D128 shape, bits identical; the "
+             "same walk with O in registers and P.V in halves ran as slowly. Without turns each "
              "consumer's P.V round trip and fold follow its softmax on its own chain.",
         conditions=_PINGPONG_CONDITIONS,
     ),
@@ -340,7 +219,7 @@ CANDIDATES = (
                 "O": "each consumer warpgroup", "row state": "each consumer warpgroup",
                 "K/V stages": "the producer (TMA, mbarriers)"},
         note="Three softmax warps per scheduler instead of the preset kernel's two: its softmax phase is bound "
-             "by instruction latency at two (log seq 25: the microbenchmark reaches the exp2 floor only at four). "
+             "by instruction latency at two (the microbenchmark reaches the exp2 floor only at four). "
              "At 160 registers a consumer it needs 64-key steps, and at head_dim 128 P.V in two 64-channel "
              "passes through one inner accumulator. The sm90 preset steps by 128 keys; the traversal-step study "
              "below finds a 64-key step costs no accuracy, so the kernel computes the preset with cta_k 64. "
@@ -358,8 +237,8 @@ CANDIDATES = (
                 "K/V stages": "the producer (TMA, mbarriers)"},
         note="Three softmax warps per scheduler with the sm90 preset's own 128-key step, so no extra steps "
              "and no change of contract configuration. It fits 160 registers at head_dim 64 only (S 64 + O 32 "
-             "+ inner 32 + P 16); at 128 it would need 222. Built as the head_dim-64 geometry of cuda-sm90 "
-             "(log seq 57-58): 1.14-1.23x the two-consumer kernel at N 4096-16384, bit for bit the same output.",
+             "+ inner 32 + P 16); at 128 it would need 222. Built as the head_dim-64 geometry of cuda-sm90: "
+             "1.14-1.23x the two-consumer kernel at N 4096-16384, bit for bit the same output.",
         conditions=_PINGPONG_CONDITIONS,
     ),
     Architecture(
@@ -398,23 +277,4 @@ def reopening_review(arch: Architecture, prior=None) -> list[dict]:
             else "stays closed",
             "evidence": "; ".join(arch.conditions[c] for c in met),
         })
-    return rows
-
-
-FLOOR, SERIAL = "floor TOPS (projection)", "serial TOPS (projection)"
-
-
-def bound_table(hw: Hardware, label: str, head_dims, batch: int, heads: int, n_tokens: int,
-                architectures=CANDIDATES) -> list[dict]:
-    """One row per structure, head dim and conversion: unit times and the two projected TOPS."""
-    rows = []
-    for arch in architectures:
-        for d in head_dims:
-            for magic in (False, True):
-                b = bounds(arch, d, batch, heads, n_tokens, n_tokens, hw=hw, magic_convert=magic)
-                rows.append({"rates": label, "structure": arch.key, "head_dim": d,
-                             "conversion": "float-bias" if magic else "cvt",
-                             "tensor ms": b.tensor_s * 1e3, "exp2 ms": b.exp2_s * 1e3,
-                             "convert ms": b.convert_s * 1e3, "memory ms": b.memory_s * 1e3,
-                             FLOOR: b.floor_tops, SERIAL: b.serial_tops, "approaches": b.approaches})
     return rows

@@ -128,8 +128,8 @@ def grouped_bars(categories: Sequence[str], groups: Mapping[str, Sequence[float]
 
 
 def bound_bars(rows: Sequence[Mapping], head_dim: int, conversion: str, title: str, ax=None):
-    """Projected floor and serial TOPS per structure (rows of sagelib.studies.ownership.bound_table)."""
-    from sagelib.studies.ownership import FLOOR, SERIAL
+    """Projected floor and serial TOPS per structure (rows of sagelib.studies.unit_bounds.bound_table)."""
+    from sagelib.studies.unit_bounds import FLOOR, SERIAL
 
     sel = [r for r in rows if r["head_dim"] == head_dim and r["conversion"] == conversion]
     return grouped_bars([r["structure"] for r in sel],

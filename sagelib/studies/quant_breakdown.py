@@ -11,7 +11,7 @@ The ceilings are upper bounds in three ways: a fused pass is never free in the k
 76 measured Q's cost there); K's smoothing mean and V's channel amax need every token before any
 tile, so a statistics pass over K and V stays; and the K-only and V-only launches of quant_kv.cu
 each pay the launch's fixed costs that the joint launch pays once. :func:`measure` times the passes
-on an sm_90 GPU (``sagelib study quant-breakdown`` prints and records them, notebook 03 charts them);
+on an sm_90 GPU (``sagelib study quant-breakdown`` prints and records them, notebook 04 charts them);
 :func:`ceilings` is the arithmetic (tested on the CPU). The passes are timed as GPU time (CUDA-graph
 replay), the calls as calls: what a fusion saves is the pass's GPU time.
 """

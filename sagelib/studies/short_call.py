@@ -3,7 +3,7 @@
 At N=1024 the Hopper kernel alone beats cuDNN's whole call, and the separate quantizers lose
 it again. Two recorded experiments asked whether that time can be hidden: the quantizers run
 beside the kernel on SMs it leaves free (log seq 74), and Q quantized inside the kernel by the
-producer warpgroup (seq 75-76). This module reads their files for notebook 03:
+producer warpgroup (seq 75-76). This module reads their files for notebook 04:
 
 * ``...-quant-beside-attention.txt``: lines printed by the premise driver, one header line per
   shape (cuDNN, quantization alone, the sequential call) and one line per attention grid size;

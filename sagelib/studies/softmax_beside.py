@@ -1,4 +1,4 @@
-"""The Hopper kernel's softmax step beside another warpgroup's work (Phase 1 diagnosis, notebook 01).
+"""The Hopper kernel's softmax step beside another warpgroup's work (Phase 1 diagnosis, notebook 02).
 
 ``kernels/microbench_softmax_beside.cu`` (sm_90a) times one warpgroup's softmax step, one 64 x 128
 score tile per step as the attention kernel runs it, while a second warpgroup runs back to back one
@@ -117,7 +117,7 @@ def pingpong_projection(rows: list[dict], hw, head_dim: int = 128, target_tops: 
     """The head_dim-128 ping-pong kernel's period read off the microbenchmark, as a projection: two
     consumers' softmax steps one after the other, each beside the other's batch and fold, so the
     period of two 64 x 128 blocks is twice the :data:`PINGPONG_KIND` step. ``hw`` gives the SM count
-    and clock (:class:`sagelib.studies.ownership.Hardware`). Also the step time a kernel-only ``target_tops``
+    and clock (:class:`sagelib.measure.hardware.Hardware`). Also the step time a kernel-only ``target_tops``
     would need at that period, and its ratio to the step alone."""
     step = _steps(rows, PINGPONG_KIND, "the kinds")
     period = 2 * step[PINGPONG_KIND]

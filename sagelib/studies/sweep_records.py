@@ -114,3 +114,41 @@ def best_per_experiment(found: list[VariantRatio], shapes: list[str]) -> list[Be
         name, speedup = max(variants.items(), key=lambda item: sum(item[1].values()) / len(item[1]))
         best.append(BestOfRecord(experiment, name, len(variants), speedup))
     return best
+
+
+def label(experiment: str, variant: str) -> str:
+    """A chart label for one variant: ``"defer-pv: <variant>"`` from the file's experiment name."""
+    return f"{experiment.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {variant}"
+
+
+def three_consumer_rows(document: dict, variant: str = "three consumers, 6 stages") -> list[dict]:
+    """The head_dim-64 A/B (``*-sm90-sweep-d64-three-consumers.json``): ``variant`` against the former
+    default (two consumers) of the same shape, in kernel-only TOPS."""
+    two = {r["shape"]: r for r in document["rows"] if "former default" in r["variant"]}
+    return [{"shape": r["shape"], "ring stages": r["stages"], "two consumers (TOPS)": two[r["shape"]]["tops"],
+             "three consumers (TOPS)": r["tops"], "three / two": r["tops"] / two[r["shape"]]["tops"],
+             "same bits": r["bit_identical_to_default"]}
+            for r in document["rows"] if r["variant"] == variant]
+
+
+def tile_change_rows(document: dict, after_prefix: str = "d7ce787") -> tuple[list[dict], str, str]:
+    """The tile-change A/B (``*-sm90-sweep-tile-change.json``): (rows, before variant, after variant).
+
+    Only the file's last call (highest ``repeat``) counts: it timed the final build. ``before`` is the
+    variant named "former default", ``after`` the one whose name starts with ``after_prefix``.
+    """
+    last = max(r["repeat"] for r in document["rows"])
+    final = [r for r in document["rows"] if r["repeat"] == last]
+    before = {r["shape"]: r for r in final if "former default" in r["variant"]}
+    after = next(r["variant"] for r in final if r["variant"].startswith(after_prefix))
+    rows = [{"shape": r["shape"], "before (TOPS)": before[r["shape"]]["tops"], "after (TOPS)": r["tops"],
+             "after / before": r["tops"] / before[r["shape"]]["tops"], "same bits": r["bit_identical_to_default"]}
+            for r in final if r["variant"] == after]
+    return rows, next(iter(before.values()))["variant"], after
+
+
+def role_split_rows(document: dict) -> list[dict]:
+    """The built role split (``*-sm90-sweep-role-split.json``): each variant's kernel-only TOPS and ratio."""
+    return [{"shape": r["shape"], "variant": r["variant"].replace("default", "two consumers (the kernel)"),
+             "kernel-only TOPS": r["tops"], "against the kernel": r["vs_preset"], "same bits": r["bit_identical"]}
+            for r in document["rows"]]

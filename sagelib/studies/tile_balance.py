@@ -107,3 +107,11 @@ def balance_table(problems: list[Problem], grid: int = 132, overhead: float = 0.
                      "counter, head-major": balance(p, grid, "greedy", windowed=False, overhead=overhead),
                      "counter, L2 window (kernel)": balance(p, grid, "greedy", windowed=True, overhead=overhead)})
     return rows
+
+
+def causal_problem(batch: int, heads: int, seq: int, head_dim: int, geometry) -> Problem:
+    """A causal problem tiled as ``geometry`` (a sagelib.backends.kernels.sm90.Geometry: its ``cta_q`` and ``block_keys``).
+
+    Causal only: non-causal tiles are all the same length, so every schedule ties.
+    """
+    return Problem(batch, heads, seq, head_dim, True, cta_q=geometry.cta_q, block_keys=geometry.block_keys)

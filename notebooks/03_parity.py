@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 02 · Parity: our CUDA kernels against the contract
+# # 03 · Parity: our CUDA kernels against the contract
 #
 # The `cuda` backend runs three kernels from `kernels/`: Q to INT8 (`quant_qk.cu`),
 # K smoothing + INT8 K + V to e4m3 in one persistent launch (`quant_kv.cu`), and the
@@ -32,7 +32,7 @@
 # contract's own error against float64 and its error maps are still shown.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/02_parity"
+output_dir = "outputs/interactive/03_parity"
 device = "cpu"
 n_values = [1, 17, 1000, 4099]
 head_dims = [64, 128]
@@ -45,9 +45,9 @@ from IPython.display import Markdown, display
 from sagelib.measure import parity
 from sagelib.measure import recordings as bench_records
 from sagelib.records.results import Results
-from sagelib.studies import plots
+from sagelib.studies import parity_sections, plots
 
-results = Results("02_parity", output_dir)
+results = Results("03_parity", output_dir)
 reason = parity.kernel_unavailable_reason(device)
 display(Markdown(f"**Kernels:** {'run on ' + device if reason is None else 'not run: ' + reason}"))
 results.add("kernel_status", reason or f"run on {device}")
@@ -74,7 +74,8 @@ else:
     recorded, recorded_path = bench_records.latest(schema="sagelib.run/1")
     display(Markdown(bench_records.recorded_banner(recorded, recorded_path, reason)))
     if recorded:
-        parity_run = next(nb for nb in recorded["run"]["notebooks"] if nb["name"] == "02_parity")
+        # recorded runs before the notebooks were renumbered named this notebook 02_parity
+        parity_run = next(nb for nb in recorded["run"]["notebooks"] if nb["name"].endswith("_parity"))
         display(plots.table([{"recorded headline": k, "value": v["value"], "note": v["note"]}
                              for k, v in parity_run["results"]["headlines"].items()]))
 plots.table(rows, ["label", "seed", "kernel", "passed", "qk_bit_exact", "v_bit_exact", "to_contract",
@@ -137,28 +138,6 @@ for name in ("contract_vs_float64", "kernel_vs_float64", "kernel_vs_contract"):
 # against the sm90 preset with `cta_k=64`.
 
 # %%
-def hopper_parity(backend, key, title):
-    """The sweep through one Hopper backend: rows, headlines, the error chart and the table."""
-    reason = parity.kernel_unavailable_reason(device, backend)
-    name = key.replace("_", " ")  # in the headlines
-    results.add(f"{key}_kernel_status", reason or f"run on {device}")
-    if reason:
-        display(Markdown(f"**{title} not run:** {reason}"))
-        results.headline(f"{name} parity cases passed", "not run", note=reason)
-        return
-    rows = [parity.run_case(case, device, backend=backend) for case in parity.default_sweep(n_values, head_dims)]
-    results.add(f"{key}_sweep", rows)
-    results.headline(f"{name} parity cases passed", f"{sum(r['passed'] for r in rows)}/{len(rows)}")
-    results.headline(f"{name} largest kernel-vs-contract rel L1", max(r["to_contract"] for r in rows),
-                     note=f"tolerance {parity.ATTN_REL_L1}")
-    fig = plots.grouped_bars(
-        [r["label"] for r in rows],
-        {"contract (sm90)": [r["contract_err"] for r in rows], title: [r["kernel_err"] for r in rows]},
-        ylabel="relative L1 vs float64", title=f"{title}: error against float64", value_format="%.3f")
-    results.figure(fig, f"{key}_error_vs_float64")
-    plots.table(rows, ["label", "seed", "passed", "qk_bit_exact", "v_bit_exact", "to_contract", "kernel_err",
-                       "contract_err", "lse_err"])
-
-
-hopper_parity("cuda-sm90", "sm90", "Hopper kernel")
-hopper_parity("cuda-sm90-k64", "sm90_k64", "Hopper kernel, three consumers (cta_k 64)")
+for backend, key, title in (("cuda-sm90", "sm90", "Hopper kernel"),
+                            ("cuda-sm90-k64", "sm90_k64", "Hopper kernel, three consumers (cta_k 64)")):
+    parity_sections.backend_parity(results, backend, key, title, device, n_values, head_dims)

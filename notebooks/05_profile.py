@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 04 · Inside the kernels: compiler resources and hardware counters
+# # 05 · Inside the kernels: compiler resources and hardware counters
 #
 # Timings say how fast; this report says why. Two sources, each reported as absent when absent:
 #
@@ -25,7 +25,7 @@
 #   dominant issue stall.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/04_profile"
+output_dir = "outputs/interactive/05_profile"
 device = "cuda"
 backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90"]
 shape = "1:32:4096:128"
@@ -47,7 +47,7 @@ from sagelib.measure import recordings as bench_records
 from sagelib.records.results import Results
 from sagelib.studies import plots
 
-results = Results("04_profile", output_dir)
+results = Results("05_profile", output_dir)
 tools = profiling.tools()
 display(Markdown(bench_records.markdown_table([
     {"tool": name, "found": status.path or "no",

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # 03 · Performance against the peers
+# # 04 · Performance against the peers
 #
 # How fast is each attention backend, and how close does it come to what the card can do?
 # Every number here is timed by `sagelib.measure.bench`: CUDA events after warm-up, the median of many
@@ -27,7 +27,7 @@
 # from `data/results/`, with their date, card and provenance.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/03_performance"
+output_dir = "outputs/interactive/04_performance"
 device = "cuda"
 backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90", "cuda-sm90-k64"]
 head_dims = [64, 128]
@@ -60,7 +60,7 @@ from sagelib.measure.ceilings import format_ceilings, measure_ceilings
 from sagelib.records.results import Results
 from sagelib.studies import bench_plots, quant_breakdown, short_call
 
-results = Results("03_performance", output_dir)
+results = Results("04_performance", output_dir)
 results_dir = bench_records.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root
 not_live = bench_records.why_not_live(device)
 results.add("measured_now", not_live is None)
@@ -86,10 +86,10 @@ if not_live is None:
                                     causal_modes=causal_modes, dtype=dtype, reps=reps, budget_s=budget_s,
                                     cooldown_s=cooldown_s)
     document = bench.run_sweep(plan, torch.device("cuda"), ceilings=ceilings,
-                               command=f"notebook 03_performance (output_dir={output_dir})")
+                               command=f"notebook 04_performance (output_dir={output_dir})")
     # the quantizers' bandwidth, plotted below, kept in the same document (and recording)
     measured = quant_bench.measure([tuple(int(x) for x in s.split(":")) for s in quantizer_shapes],
-                                   command=f"notebook 03_performance (output_dir={output_dir})")
+                                   command=f"notebook 04_performance (output_dir={output_dir})")
     document["quantizers"] = {"copy_tb_s": measured["copy_tb_s"], "rows": measured["rows"]}
     bench_records.write_json(document, Path(output_dir) / "bench.json")
     if save_recording:
