@@ -154,7 +154,7 @@ else:
 
 # %% [markdown]
 # ## The structure built, against its projection
-# The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; notes/kernels.md).
+# The decision above became `kernels/attn_sm90.cu` (backend `cuda-sm90`; docs/design/sm90-kernel.md).
 # Its kernel-only speed as recorded by `sagelib bench --suite default` on the H200 (never measured
 # here: notebook 04 measures it live), beside the projected bounds of the same structure
 # from the measured unit rates. The gap to the serial bound is what the next step has to

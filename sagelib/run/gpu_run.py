@@ -8,8 +8,8 @@ On the GPU host: the notebook stack from a carried wheelhouse when the image lac
 repository, :func:`record` keeps the run as recordings in ``data/results/`` (what CPU-only runs show):
 
     <date>-<card>-<stem>.json              schema sagelib.run/1: run.json with every notebook's results.json
-    <date>-<card>-<stem>-performance.json  notebook 03's sweep (sagelib.bench/1), if the run has it
-    <date>-<card>-<stem>-ncu.json          notebook 04's ncu document (sagelib.ncu/1), if the run has it
+    <date>-<card>-<stem>-performance.json  notebook 04_performance's sweep (sagelib.bench/1), if the run has it
+    <date>-<card>-<stem>-ncu.json          notebook 05_profile's ncu document (sagelib.ncu/1), if the run has it
 
 each with the command and annotations given. A recording is never overwritten: one cited by the experiment log
 must keep its hash. These were ``scripts/gpu_run.sh`` and ``scripts/record_gpu_run.py``.
@@ -131,13 +131,14 @@ def documents(run_dir: Path, command: str, annotations: list[str]) -> dict[str, 
     common = {"command": command, "annotations": annotations}
     out = {"": {"schema": RUN_SCHEMA, "created_utc": created, **common, "device": {"name": card},
                 "environment": environment, "run": run}}
-    bench = run_dir / "03_performance" / "bench.json"
-    if bench.exists():
-        out["-performance"] = {**_load(bench), **common, "command": f"{command}; notebook 03_performance's sweep"}
-    profile = run_dir / "04_profile" / "results.json"
-    if profile.exists() and "ncu" in _load(profile).get("values", {}):
-        ncu = _load(profile)["values"]["ncu"]
-        out["-ncu"] = {**ncu, **common, "command": f"{command}; notebook 04_profile (ncu --clock-control none)"}
+    # the notebooks by their names' ends: runs recorded before the renumbering call them 03_performance, 04_profile
+    for bench in sorted(run_dir.glob("*_performance/bench.json"))[-1:]:
+        out["-performance"] = {**_load(bench), **common, "command": f"{command}; notebook {bench.parent.name}'s sweep"}
+    for profile in sorted(run_dir.glob("*_profile/results.json"))[-1:]:
+        if "ncu" in _load(profile).get("values", {}):
+            ncu = _load(profile)["values"]["ncu"]
+            out["-ncu"] = {**ncu, **common,
+                           "command": f"{command}; notebook {profile.parent.name} (ncu --clock-control none)"}
     return out
 
 
