@@ -1,8 +1,13 @@
 """sagelib: a research workbook for 8-bit attention kernels.
 
-The numerical contract lives in :mod:`sagelib.contract`; kernels are built by
-:mod:`sagelib.cuda` and reached through :mod:`sagelib.backends`; notebooks are
-run in batch by :mod:`sagelib.run.runner` (``sagelib run``).
+Layers, lowest first (each imports only from those below it; tests/test_architecture.py holds them):
+:mod:`sagelib.contract` (the numerics, pure torch) and :mod:`sagelib.inputs`; :mod:`sagelib.cuda` (the
+loader: build, launch, check); :mod:`sagelib.records` (the log, inventory, environment, result documents);
+:mod:`sagelib.backends` (one attention interface; our kernels' host code in ``backends/kernels``);
+:mod:`sagelib.measure` (timing, parity, profiling, targets); :mod:`sagelib.studies` (the Phase 1 models and
+the notebooks' helpers); :mod:`sagelib.run` (the papermill batch runner); :mod:`sagelib.commands` and
+:mod:`sagelib.cli` (the ``sagelib`` command). :mod:`sagelib.errors` and :mod:`sagelib.paths` sit under all.
+STATUS.md and docs/README.md are where a reader starts.
 """
 
 __version__ = "0.1.0"

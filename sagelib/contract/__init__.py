@@ -1,4 +1,4 @@
-"""The executable numerical contract (shared/CONTRACT.md, explained in NUMERICAL_CONTRACT.md).
+"""The executable numerical contract (SageAttention2's numerics, explained in NUMERICAL_CONTRACT.md).
 
 Pure torch, CPU or GPU. The single source of truth for what an 8-bit attention
 kernel must compute, stage by stage:
