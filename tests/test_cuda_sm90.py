@@ -190,9 +190,9 @@ def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     assert (d64.consumers, d64.block_keys, d64.threads, d64.cta_q) == (3, 128, 512, 192)
     assert sm90.check_stages(64, None) == 6
     # Q tiles, ring stages, channel scales, 12 warps' output staging, 16 mbarriers, tile indices, the decode's
-    # five divisors, alignment slack
+    # five divisors, padding to the struct's 8-byte alignment, alignment slack
     assert sm90.shared_memory_bytes(64, 6) == (2 * 192 * 64 + 6 * 2 * 128 * 64 + 2 * 64 * 4 + 12 * 16 * (128 + 16)
-                                                   + 8 * 16 + 8 + 5 * 12 + 1024)
+                                                   + 8 * 16 + 8 + 5 * 12 + 4 + 1024)
     with pytest.raises(ValueError,
                        match=r"geometry: Geometry\(consumers=2, block_keys=64\) is not built at head_dim 64"):
         sm90.check_stages(64, None, sm90.Geometry(2, 64))
@@ -204,9 +204,9 @@ def test_geometry_follows_cta_k_and_refuses_what_is_not_built():
     with pytest.raises(ValueError, match="cta_k: the sm_90a kernel is built for"):
         sm90.attention(q, q, q, cta_k=96)
     # two Q tiles of 192 rows, 8 stages of 64-key K and V^T, two slots' channel scales, 12 warps' output
-    # staging, 20 mbarriers, two tile indices, the decode's five divisors, alignment slack
+    # staging, 20 mbarriers, two tile indices, the decode's five divisors, padding to 8 bytes, alignment slack
     assert sm90.shared_memory_bytes(64, 8, k64) == (2 * 192 * 64 + 8 * 2 * 64 * 64 + 2 * 64 * 4
-                                                        + 12 * 16 * (128 + 16) + 8 * 20 + 8 + 5 * 12 + 1024)
+                                                        + 12 * 16 * (128 + 16) + 8 * 20 + 8 + 5 * 12 + 4 + 1024)
     assert sm90.check_stages(64, None, k64) == 8 and sm90.check_stages(128, None, k64) == 6
     with pytest.raises(ValueError, match="stages: expected an int in 2..21 at head_dim 64"):
         sm90.check_stages(64, 40, k64)
@@ -230,9 +230,10 @@ def test_sm89_permutation_moves_every_16_tokens():
 
 def test_shared_memory_budget_and_stage_checks():
     # two Q tiles, 4 stages of K and V^T, two slots' channel scales, 8 warps' output staging (16 rows of
-    # 256 + 16 bytes), 12 mbarriers, two tile indices, the decode's five divisors, alignment slack
+    # 256 + 16 bytes), 12 mbarriers, two tile indices, the decode's five divisors, padding to the struct's
+    # 8-byte alignment, alignment slack
     assert sm90.shared_memory_bytes(128, 4) == (2 * 128 * 128 + 4 * 2 * 128 * 128 + 2 * 128 * 4
-                                                    + 8 * 16 * (256 + 16) + 8 * 12 + 8 + 5 * 12 + 1024)
+                                                    + 8 * 16 * (256 + 16) + 8 * 12 + 8 + 5 * 12 + 4 + 1024)
     assert sm90.check_stages(64, None) >= 2
     for bad in (1, 7, "3"):
         with pytest.raises(ValueError, match="stages: expected an int in 2..4 at head_dim 128"):

@@ -50,6 +50,7 @@ PRESET = "sm90"
 ARCH = "sm_90a"
 Q_SLOTS = 2  #: Q tiles in shared memory (kernels/include/attn_sm90/geometry.cuh SM90_Q_SLOTS)
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
+SMEM_STRUCT_ALIGN = 8  #: Sm90Smem's alignment (its mbarriers are 64-bit), so its size is a multiple of 8
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
 PV_ACCUM = ("fp32+fp32",)
 TRACE_BLOCKS, TRACE_PRODUCER = 64, 8  #: the block rows and the producer's warp slot of the trace
@@ -125,7 +126,8 @@ def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = 
     output_staging = 4 * geometry.consumers * 16 * (2 * head_dim + 16)  # 16 padded fp16 rows per consumer warp
     barriers = 8 * 2 * (stages + Q_SLOTS) + 4 * Q_SLOTS  # the ring's and the Q slots' mbarriers, the tile indices
     divisors = 5 * 12  # the tile decode's five FastDivisors (scheduler.cuh TileDivisors)
-    return tiles + channel_scales + output_staging + barriers + divisors + SMEM_ALIGN
+    layout = tiles + channel_scales + output_staging + barriers + divisors
+    return -(-layout // SMEM_STRUCT_ALIGN) * SMEM_STRUCT_ALIGN + SMEM_ALIGN  # sizeof pads to the mbarriers' 8 bytes
 
 
 def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = None) -> int:
