@@ -169,12 +169,12 @@ display(Markdown(f"At {accumulation.x[-1]} keys the single accumulator's error i
 # %%
 from sagelib.records import inventory, ledger, prior_work
 
-inventory = [row.as_dict() for row in inventory.verify_inventory()]
-results.add("inventory", inventory)
-results.headline("inventory artifacts unchanged", f"{sum(r['status'] == 'ok' for r in inventory)}/{len(inventory)}")
+artifacts = [row.as_dict() for row in inventory.verify_inventory()]
+results.add("inventory", artifacts)
+results.headline("inventory artifacts unchanged", f"{sum(r['status'] == 'ok' for r in artifacts)}/{len(artifacts)}")
 plots.table([{**r, "recorded_sha256": (r["recorded_sha256"] or "")[:12],
               "current_sha256": (r["current_sha256"] or "")[:12]}
-             for r in inventory])
+             for r in artifacts])
 
 # %% [markdown]
 # ### Blockers: provenance that is missing

@@ -377,6 +377,7 @@ def test_cli_errors_are_one_line_exit_2(sagelib_cli, argv, message):
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a backend this machine cannot run: sdpa-flash without a GPU")
 def test_cli_backend_this_machine_cannot_run_is_one_line_exit_3(sagelib_cli):
     code, out, err = sagelib_cli("bench", "--device", "cpu", "--backends", "sdpa-flash")
     assert code == 3, "a backend the machine lacks is not a usage error"
