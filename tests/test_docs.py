@@ -89,7 +89,8 @@ def _text_files():
 
 
 def test_no_notes_directory_is_referenced():
-    assert not (REPO / "notes").exists(), "notes/ is back: design facts go to docs/design/, history to the log"
+    diaries = sorted(str(p.relative_to(REPO)) for p in (REPO / "notes").rglob("*") if p.is_file())
+    assert not diaries, f"notes/ is back ({diaries}): design facts go to docs/design/, history to the log"
     found = []
     for path in _text_files():
         for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
