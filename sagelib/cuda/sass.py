@@ -162,15 +162,20 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def disassemble(cubin: Path, cuobjdump: str) -> dict[str, list[Instruction]]:
-    # cuobjdump runs nvdisasm from PATH: the toolkit and the wheels keep it beside cuobjdump
+def sass_text(cubin: Path, cuobjdump: str) -> str:
+    """``cuobjdump -sass`` of a cubin; cuobjdump runs nvdisasm from PATH, which the toolkit and the wheels keep
+    beside it."""
     nvdisasm = toolkit.find("nvdisasm")
     folders = [str(Path(cuobjdump).parent)] + ([str(Path(nvdisasm).parent)] if nvdisasm else [])
     env = dict(os.environ, PATH=os.pathsep.join(folders + [os.environ.get("PATH", "")]))
     proc = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"cuobjdump -sass {cubin} failed: {(proc.stderr or proc.stdout).strip()[:500]}")
-    return parse_sass(proc.stdout)
+    return proc.stdout
+
+
+def disassemble(cubin: Path, cuobjdump: str) -> dict[str, list[Instruction]]:
+    return parse_sass(sass_text(cubin, cuobjdump))
 
 
 def exp_pass_mixes(targets: dict[str, tuple[str, ...]] = EXP_PASS_TARGETS, *, options: tuple[str, ...] = (),
@@ -349,13 +354,7 @@ def fingerprints(files: list[str] | None = None, archs: list[str] | None = None,
 
 def listings_of(cubin: Path, cuobjdump: str) -> dict[str, list[str]]:
     """:func:`function_listings` of a cubin."""
-    nvdisasm = toolkit.find("nvdisasm")
-    folders = [str(Path(cuobjdump).parent)] + ([str(Path(nvdisasm).parent)] if nvdisasm else [])
-    env = dict(os.environ, PATH=os.pathsep.join(folders + [os.environ.get("PATH", "")]))
-    proc = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"cuobjdump -sass {cubin} failed: {(proc.stderr or proc.stdout).strip()[:500]}")
-    return function_listings(proc.stdout)
+    return function_listings(sass_text(cubin, cuobjdump))
 
 
 def compare_fingerprints(before: dict[str, str], after: dict[str, str]) -> tuple[str, bool]:
