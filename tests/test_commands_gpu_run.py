@@ -132,3 +132,13 @@ def test_the_run_folder_is_packed_under_its_own_name(tmp_path):
     archive = gpu_run.pack(folder, tmp_path / "run.tgz")
     with tarfile.open(archive) as tar:
         assert "run/run.json" in tar.getnames() and "run/03_performance/bench.json" in tar.getnames()
+
+
+def test_a_target_install_puts_its_jupyter_data_on_jupyter_path(tmp_path):
+    from sagelib.run import gpu_run
+
+    (tmp_path / "share" / "jupyter" / "nbconvert").mkdir(parents=True)
+    env = {"PYTHONPATH": "/elsewhere", "JUPYTER_PATH": "/theirs"}
+    gpu_run.use_site(tmp_path, env)
+    assert env["PYTHONPATH"].split(":") == [str(tmp_path), "/elsewhere"]
+    assert env["JUPYTER_PATH"].split(":") == [str(tmp_path / "share" / "jupyter"), "/theirs"]

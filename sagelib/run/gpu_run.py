@@ -42,11 +42,22 @@ def stack_missing(python: str = sys.executable, env: dict | None = None) -> str 
     return None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["import failed"])[-1]
 
 
+def use_site(site: Path, env: dict) -> None:
+    """Put a ``--target`` install at ``site`` first on ``env``'s PYTHONPATH, and its ``share/jupyter`` (nbconvert's
+    HTML templates, installed as data files beside the packages) first on JUPYTER_PATH, where jupyter looks."""
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    data = site / "share" / "jupyter"
+    if data.is_dir():
+        env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(data), env.get("JUPYTER_PATH")]))
+
+
 def install_wheelhouse(wheelhouse: Path, env: dict, site: Path = SITE) -> str:
     """Install the wheels of ``wheelhouse`` into ``site`` (no index, no dependencies resolved) when the notebook stack
-    does not import, and put ``site`` first on ``env``'s PYTHONPATH; a line saying what was done."""
+    does not import, and put ``site`` on ``env``'s paths (:func:`use_site`); a line saying what was done."""
     missing = stack_missing(env=env)
     if missing is None:
+        if (SITE / "share" / "jupyter").is_dir() and str(SITE) in env.get("PYTHONPATH", ""):
+            use_site(SITE, env)  # installed by hand before: its templates still need JUPYTER_PATH
         return "notebook stack: already importable"
     wheels = sorted(str(p) for p in wheelhouse.glob("*.whl"))
     if not wheels:
@@ -57,7 +68,7 @@ def install_wheelhouse(wheelhouse: Path, env: dict, site: Path = SITE) -> str:
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise InputError(f"--wheelhouse: pip could not install its wheels: {(done.stderr or done.stdout)[-600:]}")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    use_site(site, env)
     still = stack_missing(env=env)
     if still is not None:
         raise InputError(f"--wheelhouse: installed {len(wheels)} wheels, and the notebook stack still does not "
