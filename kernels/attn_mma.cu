@@ -26,6 +26,7 @@
 #include "cp_async.cuh"
 #include "epilogue.cuh"
 #include "online_softmax.cuh"
+#include "params.cuh"
 #include "ptx_mma.cuh"
 #include "swizzle.cuh"
 
@@ -61,9 +62,7 @@ SAGE_DEVICE constexpr bool pv_kq_outer() {
   return D == 128 && !PV_F16;
 }
 
-#define ATTN_CAUSAL 1
-#define ATTN_PER_THREAD 2
-#define ATTN_OUT_BF16 4
+// The flag bits: AttnFlags (params.cuh).
 
 // Q tile, then two K stages, then two V stages.
 template <int D>

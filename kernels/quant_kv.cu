@@ -41,6 +41,7 @@
 // __threadfence before bumping head_done, and apply items poll the finalized words (non-zero once valid).
 // Why one fused schedule: two launches (K, then V), register-held items, or deeper prefetch all ran slower on
 // the H200, and V stays transposed here rather than in the attention kernel, which could win back little.
+#include "params.cuh"
 #include "quant_int8.cuh"
 
 struct KVArgs {

@@ -17,6 +17,7 @@
 // neighbours compute, and an SM quantizes at the rate its arithmetic issues, not the bytes in flight.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
 // Grid: (ceil(N / 128) * 128 / QUANT_QK_ROWS, H, B): whole 128-token tiles, as the scale groups count them.
+#include "params.cuh"
 #include "quant_int8.cuh"
 
 #ifndef QUANT_QK_ROWS
