@@ -12,7 +12,7 @@ import pytest
 
 from sagelib.cuda import params
 from sagelib.cuda.build import INCLUDE_DIR, KERNELS_DIR
-from sagelib.cuda.launch import F32, F64, I32, Struct, kernel_argument
+from sagelib.cuda.launch import Struct, kernel_argument
 
 
 @pytest.mark.parametrize("struct", sorted(params.KERNELS))
@@ -59,9 +59,9 @@ def test_arguments_follow_the_struct_with_the_sizes_of_its_c_types(struct):
     offsets, size, align = params.layout(struct)
     at = 0
     for f, arg in zip(members, args):
-        expected = {"int": I32, "float": F32, "double": F64}.get(f.ctype)
+        expected = {"int": np.int32, "float": np.float32, "double": np.float64, "i64": np.int64}.get(f.ctype)
         if expected:
-            assert isinstance(arg, expected), f.name
+            assert type(arg) is expected and type(kernel_argument(arg)) is expected, f.name
         converted = np.asarray(kernel_argument(arg))
         nbytes, a = params.SIZES[f.ctype]
         assert converted.nbytes == nbytes, f.name

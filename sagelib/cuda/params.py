@@ -4,8 +4,8 @@
 plain C struct per ``__global__`` function, naming its parameters in order with their C types, and the enum
 ``AttnFlags`` of the attention kernels' flag bits. This module parses those headers (at first use) and is the only
 place the launchers learn a kernel's parameter order and types from: :func:`arguments` turns keyword values into
-the launch's argument tuple, each converted for its C type (``int`` -> :class:`~sagelib.cuda.launch.I32`, ``float``
--> ``F32``, ``double`` -> ``F64``, ``i64`` -> int64, a pointer -> a tensor's address or null, ``TensorMap`` -> a
+the launch's argument tuple, each converted for its C type (``int`` -> numpy int32, ``float`` -> float32, ``double``
+-> float64, ``i64`` -> int64, a pointer -> a tensor (its address) or None (null), ``TensorMap`` -> a
 :class:`~sagelib.cuda.launch.Struct`). :func:`layout` gives the byte offsets C gives those members (the kernel's
 param-space offsets). ``tests/test_kernel_params.py`` checks each kernel's signature against its struct.
 
@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sagelib.cuda.build import KERNELS_DIR
-from sagelib.cuda.launch import F32, F64, I32, Struct
+import numpy as np
+
+from sagelib.cuda.launch import Struct
 
 #: header of each parameter struct (relative to kernels/include)
 HEADERS = {
@@ -127,33 +129,48 @@ def layout(struct: str) -> tuple[dict[str, int], int, int]:
     return offsets, -(-at // align) * align, align
 
 
-def _convert(f: Field, value):
-    if f.ctype == "ptr":
-        if value is None or hasattr(value, "data_ptr"):
-            return value  # launch.kernel_argument: a tensor's address, or null
-        raise TypeError(f"{f.name}: expected a tensor or None for {f.declared}, got {type(value).__name__}")
-    if f.ctype == "TensorMap":
-        if not isinstance(value, Struct) or len(value.data) != 128:
-            raise TypeError(f"{f.name}: expected a 128-byte Struct (sagelib.cuda.tma) for TensorMap")
+def _pointer(value, name):
+    if value is None or hasattr(value, "data_ptr"):
+        return value  # launch.kernel_argument: a tensor's address, or null
+    raise TypeError(f"{name}: expected a tensor or None for a pointer member, got {type(value).__name__}")
+
+
+def _tensor_map(value, name):
+    if isinstance(value, Struct) and len(value.data) == 128:
         return value
-    if isinstance(value, (I32, F32, F64)):
-        value = value.value
-    if f.ctype in ("int", "i32", "u32"):
-        return I32(int(value))
-    if f.ctype in ("i64", "u64"):
-        return int(value)
-    if f.ctype == "float":
-        return F32(float(value))
-    return F64(float(value))  # double
+    raise TypeError(f"{name}: expected a 128-byte Struct (sagelib.cuda.tma) for a TensorMap member")
+
+
+#: C type -> the expression that converts ``v`` (a member's value) into its launch argument: numbers as the numpy
+#: scalar of the C type (launch.kernel_argument passes numpy scalars as they are), pointers and maps checked
+_EXPRESSIONS = {"ptr": "_pointer(v[{n!r}], {n!r})", "TensorMap": "_tensor_map(v[{n!r}], {n!r})",
+                "int": "int32(v[{n!r}])", "i32": "int32(v[{n!r}])", "u32": "uint32(v[{n!r}])",
+                "i64": "int64(v[{n!r}])", "u64": "uint64(v[{n!r}])", "float": "float32(v[{n!r}])",
+                "double": "float64(v[{n!r}])"}
+
+
+@lru_cache(maxsize=None)
+def _plan(struct: str):
+    """(member names, their set, a function values -> argument tuple), the function generated once from the
+    header's members, so a launch pays one tuple expression rather than a loop (launches are host-bound)."""
+    members = fields(struct)
+    body = ", ".join(_EXPRESSIONS[f.ctype].format(n=f.name) for f in members)
+    scope = {"_pointer": _pointer, "_tensor_map": _tensor_map, "int32": np.int32, "uint32": np.uint32,
+             "int64": np.int64, "uint64": np.uint64, "float32": np.float32, "float64": np.float64}
+    exec(f"def build(v):\n    return ({body},)\n", scope)
+    names = tuple(f.name for f in members)
+    return names, frozenset(names), scope["build"]
 
 
 def arguments(struct: str, **values) -> tuple:
     """The launch arguments of the kernel ``struct`` describes, in its header's order, each converted for its C
-    type; every member must be given by name, and nothing else."""
-    members = fields(struct)
-    names = [f.name for f in members]
+    type (numbers as numpy scalars of its size, pointer -> tensor or None, ``TensorMap`` -> its Struct); every member must be given by name, and nothing else."""
+    names, name_set, build = _plan(struct)
+    try:
+        if len(values) == len(names):  # then every member found means nothing else was given
+            return build(values)
+    except KeyError:
+        pass
     missing = [n for n in names if n not in values]
-    extra = sorted(set(values) - set(names))
-    if missing or extra:
-        raise TypeError(f"{struct}: missing {missing}, unknown {extra} (kernels/include/{HEADERS[struct]})")
-    return tuple(_convert(f, values[f.name]) for f in members)
+    extra = sorted(set(values) - name_set)
+    raise TypeError(f"{struct}: missing {missing}, unknown {extra} (kernels/include/{HEADERS[struct]})")
