@@ -18,8 +18,10 @@
 // Ownership: warp w owns query rows 32w..32w+31 of the CTA: their Q fragments, scores, online-softmax
 // state (m, l per row, reduced over the 4 lanes of a quad) and O accumulators stay in its registers.
 // Shared memory holds the Q tile (read once into registers) and the two K and two V stages, filled by
-// every thread's cp.async. Sync: cp_async_wait + __syncthreads at the top of each key block make block
-// blk visible to all warps and free block blk-1's stage for the next prefetch; no other barrier.
+// every thread's cp.async. Sync: after the prologue's copies (Q, then K/V block 0), cp_async_wait<1> +
+// __syncthreads make the Q tile visible before it is read into registers; at the top of each key block
+// cp_async_wait<0> + __syncthreads make block blk visible to all warps and free block blk-1's stage for
+// the next block's copies. Nothing else crosses warps.
 // Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory AttnSmem<D>::TOTAL.
 #include "common.cuh"
 #include "convert.cuh"

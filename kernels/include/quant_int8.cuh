@@ -14,10 +14,11 @@
 //   per_thread K:        tile = WARPK, per_tile 4, mod 8, div 2   ((row % 8) / 2 shares a scale)
 // Every tile divides 128 (and every Q tile 64), so a tile of rows closes all of its groups.
 //
-// Sync (quantize_tile_int8): the group amax words in QuantSmem are raised with shared atomicMax by one
-// thread per quad row (tid % 8 == 0) after a quad reduction; a __syncthreads makes them complete before
-// the scales are computed, and a second one before the shared state is reused. The caller clears the
-// amax words and puts a __syncthreads between the clear and the tile.
+// Sync (quantize_tile_int8): each row's amax is reduced over its 8 chunk lanes (xor-shuffles) and raised
+// into the group's QuantSmem word by shared atomicMax from lane tid % 8 == 0; the first __syncthreads
+// makes the words complete before threads < groups-per-tile turn them into scale / mult (and clear them
+// for the next tile); the second makes scale / mult visible before every thread quantizes its rows. The
+// caller zeroes the amax words once and puts a __syncthreads between that and the first tile.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA).
 //
 // Rounding follows sagelib/contract/quantize.py bit for bit, without a division

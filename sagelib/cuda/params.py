@@ -164,7 +164,8 @@ def _plan(struct: str):
 
 def arguments(struct: str, **values) -> tuple:
     """The launch arguments of the kernel ``struct`` describes, in its header's order, each converted for its C
-    type (numbers as numpy scalars of its size, pointer -> tensor or None, ``TensorMap`` -> its Struct); every member must be given by name, and nothing else."""
+    type (numbers as numpy scalars of its size, pointer -> tensor or None, ``TensorMap`` -> its Struct); every
+    member must be given by name, and nothing else."""
     names, name_set, build = _plan(struct)
     try:
         if len(values) == len(names):  # then every member found means nothing else was given

@@ -63,7 +63,7 @@ def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, f
                    rows: int | None = None):
     """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu.
 
-    ``rows``: tokens per block, 64 (the kernel's default, log seq 174) or 128; None picks 64 unless the group tile
+    ``rows``: tokens per block, 64 (the kernel's default) or 128; None picks 64 unless the group tile
     needs 128 (K without smoothing under the sm90 preset)."""
     rows = rows or (QUANT_Q_ROWS if QUANT_Q_ROWS % geometry.tile == 0 else QUANT_ROWS)
     if rows not in (QUANT_ROWS, QUANT_Q_ROWS) or rows % geometry.tile:

@@ -9,7 +9,7 @@ launch computes stages 3-7. Q, K and V^T reach the kernel through TMA tensor map
 
 Geometries of the kernel (``kernels/include/attn_sm90/geometry.cuh``): the sm90 preset
 (128-key steps) runs two consumer warpgroups at head_dim 128 and three at head_dim 64, where
-a consumer's registers hold the 128-key step at 160 (EXPERIMENT_LOG seq 58); three consumer
+a consumer's registers hold the 128-key step at 160; three consumer
 warpgroups stepping 64 keys compute the sm90 preset with ``cta_k=64`` (the online-softmax
 step and the inner accumulator span 64 keys; quantization is unchanged; at head_dim 128 P.V
 runs in two halves of the channels so the accumulators fit). ``cta_k`` and the head dim
