@@ -6,10 +6,11 @@
 //
 // Why the kernels still take scalar parameters rather than the struct by value: with a struct, NVVM
 // merges adjacent members' loads (ld.param.v2.u32 of two ints) and loads them in another order, which
-// changes register allocation and scheduling: quant_kv.cu's and quant_qk.cu's SASS differed under both
-// `const P p` and `const __grid_constant__ P p` (nvcc 13.0). The param-space layout is the same either
-// way (each parameter at its natural alignment, in order), so a launcher could switch without
-// changing bytes, once the machine code may move.
+// changes register allocation and scheduling. With nvcc 13.0 every kernel's SASS moved: quant_kv.cu
+// (half its instances, by value and __grid_constant__ alike), quant_qk.cu and attn_mma.cu (all
+// instances tried, by value) and attn_sm90.cu (all five, __grid_constant__, which its TensorMaps need).
+// The param-space layout is the same either way (each parameter at its natural alignment, in order),
+// so the launch bytes would not change; only the machine code would.
 //
 // No contract stage, no state, no sync; plain C for every target (sm_89, sm_90, sm_90a, sm_120a,
 // sm_121a); nothing here emits code.
