@@ -15,12 +15,20 @@
 // Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3). sm_90 has no
 // e4m3 mma.sync: there P.V is f16 m16n8k16 on operands widened in the source
 // (pv_block_widened: ptxas' own widening of each e4m3 mma.sync is slower).
+// Ownership: warp w owns query rows 32w..32w+31 of the CTA: their Q fragments, scores, online-softmax
+// state (m, l per row, reduced over the 4 lanes of a quad) and O accumulators stay in its registers.
+// Shared memory holds the Q tile (read once into registers) and the two K and two V stages, filled by
+// every thread's cp.async. Sync: after the prologue's copies (Q, then K/V block 0), cp_async_wait<1> +
+// __syncthreads make the Q tile visible before it is read into registers; at the top of each key block
+// cp_async_wait<0> + __syncthreads make block blk visible to all warps and free block blk-1's stage for
+// the next block's copies. Nothing else crosses warps.
 // Grid: (ceil(N_q / 128), H_q, B); block 128; dynamic shared memory AttnSmem<D>::TOTAL.
 #include "common.cuh"
 #include "convert.cuh"
 #include "cp_async.cuh"
 #include "epilogue.cuh"
 #include "online_softmax.cuh"
+#include "params.cuh"
 #include "ptx_mma.cuh"
 #include "swizzle.cuh"
 
@@ -30,9 +38,8 @@
 #define CTA_K 64
 
 // sm_90 widens P.V's e4m3 operands to f16 (see the header): every warp widens the V fragments
-// it loads (pv_block_widened). Widening V once per CTA into a shared f16 tile measured slower
-// (EXPERIMENT_LOG seq 49; tree d5e353d has it as -DATTN_SHARED_F16_V=1), and so did 16-row warps,
-// with or without that tile (seq 54; tree 9a14b31 has -DATTN_WARP_ROWS=16).
+// it loads (pv_block_widened). Why per warp: widening V once per CTA into a shared f16 tile, and
+// 16-row warps, both ran slower on the H200.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
 #define ATTN_WIDEN_PV 1
 #else
@@ -42,24 +49,22 @@
 // The leading key blocks that hide no score from a warp run through a loop of their own, with no
 // mask and no branch between Q.K^T, softmax and P.V (attention_step<..., MASKED = false>). On the
 // H200 that measured 3% faster for <128, fp32 inner>, 3% for <64, fp32> and 13% for <64, fp16>,
-// but 3.5% slower for <128, fp16 inner>, which keeps one loop with the mask chosen per block
-// (EXPERIMENT_LOG seq 50). Measured on sm_90 only, so the other targets keep one loop too.
+// but 3.5% slower for <128, fp16 inner>, which keeps one loop with the mask chosen per block.
+// Measured on sm_90 only, so the other targets keep one loop too.
 template <int D, bool PV_F16>
 SAGE_DEVICE constexpr bool split_loops() {
   return ATTN_WIDEN_PV && !(D == 128 && PV_F16);
 }
 
 // The widened P.V walks the block's k steps outermost, four accumulator chains (two m-tiles x two
-// n-tiles) in flight instead of two or three, for <128, fp32+fp32> on sm_90: 1.022-1.027x there, level
-// for <128, fp32+fp16> and 0.99x at head_dim 64, which keep the jp-outer order (EXPERIMENT_LOG seq 121).
+// n-tiles) in flight instead of two or three, for <128, fp32+fp32> on sm_90, where it is faster; the
+// other instances ran level or slower that way and keep the jp-outer order.
 template <int D, bool PV_F16>
 SAGE_DEVICE constexpr bool pv_kq_outer() {
   return D == 128 && !PV_F16;
 }
 
-#define ATTN_CAUSAL 1
-#define ATTN_PER_THREAD 2
-#define ATTN_OUT_BF16 4
+// The flag bits: AttnFlags (params.cuh).
 
 // Q tile, then two K stages, then two V stages.
 template <int D>

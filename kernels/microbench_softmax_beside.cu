@@ -36,7 +36,7 @@
 #define BESIDE_BATCH_D64 6
 #define BESIDE_QK_FRESH 7
 #define BESIDE_PV_SHARED 8
-#define SOFTMAX_STEP_ALONE 820  // cycles of one step alone on the H200 (scripts/microbench_softmax.py)
+#define SOFTMAX_STEP_ALONE 820  // cycles of one step alone on the H200 (`sagelib study` microbench runs)
 
 struct BesideSmem {
   alignas(1024) u8 q[64 * 128];    // 64 rows of 128 int8 channels

@@ -36,27 +36,12 @@
 // stores and the 16-byte reads are both free of bank conflicts.
 // Targets: sm_89, sm_90, sm_120a, sm_121a. Grid: resident blocks.
 //
-// Measured on the H200 and not kept (GPU time against this schedule; the log records each):
-//   fused items, data held in registers across the head's wait   0.73-0.85x  (seq 126)
-//   next item prefetched into shared memory (cp.async)           0.74-0.79x  (seq 130)
-//   L2 evict_last / evict_first hints                            1.00-1.01x  (seq 136)
-//   unpredicated loads for full items                            0.99-1.01x  (seq 138)
-//   stats items counted by the next item, no finalizer           0.97-1.00x  (seq 140)
-//     (the apply items then wait on the count, then on the sums: two dependent L2 round trips, not one)
-//   K sums from the input's bits instead of cvt.f64              0.98-1.00x  (seq 140)
-//   K and V as two launches of one-tensor instances              0.83-0.92x  (seq 142)
-//     (32-40 registers, 3-4 blocks per SM: occupancy pays for each tensor alone, less than K and V overlapping here)
-//   the same two launches side by side on two streams, 1-3 K and  0.46-0.91x  (seq 144)
-//     1-2 V blocks per SM (the K launch bounds the pair whatever its share of the SM)
-//   items of 64 tokens, 2 * D threads, 4 blocks per SM (sm89)     0.85-0.90x at N16384, 1.03x at B32 N1024 (seq 168)
-//     (tree af5780c; shorter barriers pay only where a head has few items)
-//   items of two 128-token tiles, per-item costs paid once per 256  0.86-0.91x  (seq 170; tree feb8734)
-//   the next item's rows prefetched into L2, a line per thread     0.85-0.94x  (seq 172; tree acebbab)
-//     (the early ticket decode it needs is level, 0.97-1.01x: the prefetches are the cost)
-// And what the V transpose through shared memory costs this pass (issue 6 asks whether the quantizer or the
-// attention kernel should transpose V): V written token-major from registers, the same bytes, ran at
-// 0.981-0.993x of this pass's time, 0.02-0.49% of the whole call, the most a transpose in the attention
-// kernel could win back before its own cost; so V^T stays here (seq 186; tree ad3d70c has -DQUANT_KV_V_TOKEN_MAJOR=1)
+// Sync: __syncthreads orders the item slot s_item (thread 0 writes the next ticket), the shared V
+// transpose and the per-item shared state; across blocks, stats items publish their atomics with
+// __threadfence before bumping head_done, and apply items poll the finalized words (non-zero once valid).
+// Why one fused schedule: two launches (K, then V), register-held items, or deeper prefetch all ran slower on
+// the H200, and V stays transposed here rather than in the attention kernel, which could win back little.
+#include "params.cuh"
 #include "quant_int8.cuh"
 
 struct KVArgs {

@@ -7,22 +7,17 @@
 // in flight per thread issued before anything else, 8-byte streaming stores, one
 // pass over the tensor, 64 registers at most. The group structure (GroupGeometry)
 // is a runtime argument, so both presets share the binary.
-// QUANT_QK_ROWS is 64: at the same threads per SM, twice the blocks of half the size ran 1.02-1.05x faster than
-// blocks of 128 tokens at head_dim 128, 1.007x at 64 (log seq 174): an SM refills in smaller steps, and each
-// block's barriers span half the warps. Every Q group tile (32 tokens on sm89, 16 on sm90) divides 64; K without
-// smoothing under the sm90 preset (128-token groups) is built with -DQUANT_QK_ROWS=128.
+// Ownership: thread tid owns its quad's 4 rows x 8 channels in registers; the tile's group amax lives in
+// shared memory (QuantSmem), cleared by threads < QUANT_MAX_GROUPS before the first __syncthreads, raised by
+// atomicMax and read after quantize_tile_int8's barrier.
+// Why 64 rows: at the same threads per SM, twice the blocks of half the size ran faster than 128-token blocks:
+// an SM refills in smaller steps and each block's barriers span half the warps. Every Q group tile (32 tokens
+// on sm89, 16 on sm90) divides 64; K without smoothing under the sm90 preset (128-token groups) is built with
+// -DQUANT_QK_ROWS=128. A one-shot grid beats a persistent one here: a fresh block issues its loads while its
+// neighbours compute, and an SM quantizes at the rate its arithmetic issues, not the bytes in flight.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
 // Grid: (ceil(N / 128) * 128 / QUANT_QK_ROWS, H, B): whole 128-token tiles, as the scale groups count them.
-//
-// Measured on the H200 and not kept (GPU time against this one-shot grid; the log records each):
-//   persistent grid loading the next tile ahead (62-64 registers)   0.83-0.93x  (seq 132)
-//   persistent grid walking the tiles, nothing ahead (40 registers)  0.85-0.91x  (seq 146)
-//   (a fresh block issues its loads while its neighbours compute; a persistent block's loads wait behind its own
-//   stores and barriers.) Register caps for more blocks per SM: quant_int8.cuh (seq 134).
-//   persistent, blocks as bulk copies into a 2-12 stage ring (seq 177; tree f00c8eb has QUANT_QK_BULK): bits equal,
-//   0.45x with one CTA per SM and 0.70x with two on the whole card; ~14 GB/s per SM with one CTA whatever the ring
-//   depth, ~26 with four beside the attention kernel, against ~30 for these blocks: an SM quantizes at ~30 GB/s,
-//   bounded by the arithmetic's issue and latency, not by the bytes in flight.
+#include "params.cuh"
 #include "quant_int8.cuh"
 
 #ifndef QUANT_QK_ROWS

@@ -281,20 +281,21 @@ def test_unavailable_reason_names_the_alternative(monkeypatch):
 
 
 def test_both_kernels_read_the_same_flag_bits():
-    """operands.kernel_flags builds one `flags` argument for attn_mma.cu and attn_sm90.cu: their bits must agree."""
+    """operands.kernel_flags builds one `flags` argument for attn_mma.cu and attn_sm90.cu: both read the bits of
+    AttnFlags (params.cuh), which operands takes its values from; neither kernel defines bits of its own."""
     import re
 
     from sagelib.backends.kernels import operands
+    from sagelib.cuda import params
     from sagelib.cuda.build import INCLUDE_DIR, KERNELS_DIR
 
-    def defines(path, prefix):
-        return {name: int(value) for name, value in re.findall(rf"#define {prefix}(\w+) (\d+)", path.read_text())}
-
-    mma = defines(KERNELS_DIR / "attn_mma.cu", "ATTN_")
-    sm90 = defines(INCLUDE_DIR / "attn_sm90" / "mainloop.cuh", "SM90_")
-    for name, value in (("CAUSAL", operands.ATTN_CAUSAL), ("PER_THREAD", operands.ATTN_PER_THREAD),
-                        ("OUT_BF16", operands.ATTN_OUT_BF16)):
-        assert mma[name] == sm90[name] == value, name
+    flags = params.attn_flags()
+    assert (operands.ATTN_CAUSAL, operands.ATTN_PER_THREAD, operands.ATTN_OUT_BF16) == \
+        (flags["ATTN_CAUSAL"], flags["ATTN_PER_THREAD"], flags["ATTN_OUT_BF16"]) == (1, 2, 4)
+    assert not re.search(r"#define ATTN_(CAUSAL|PER_THREAD|OUT_BF16)\b", (KERNELS_DIR / "attn_mma.cu").read_text())
+    sm90 = dict(re.findall(r"#define SM90_(CAUSAL|PER_THREAD|OUT_BF16) (\w+)",
+                           (INCLUDE_DIR / "attn_sm90" / "mainloop.cuh").read_text()))
+    assert sm90 == {"CAUSAL": "ATTN_CAUSAL", "PER_THREAD": "ATTN_PER_THREAD", "OUT_BF16": "ATTN_OUT_BF16"}
 
 
 def test_a_causal_call_takes_the_causal_instance_where_one_is_built():

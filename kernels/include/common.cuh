@@ -4,6 +4,9 @@
 // (sagelib kernels check), so they include nothing from the C++ standard
 // library or the CUDA math headers: fp16, bf16 and e4m3 values travel as raw
 // bits and are converted with explicit PTX (convert.cuh).
+// No contract stage, no state, no sync: scalar types, SAGE_DEVICE and the
+// contract's constants (log2 e, the fp8 offset, the mask score).
+// Targets: every preset.
 #pragma once
 
 typedef unsigned char u8;

@@ -4,6 +4,8 @@
 //   fp32 -> fp16 / bf16      round to nearest even (cvt.rn)
 //   fp64 -> fp16 / bf16      correctly rounded, one rounding (the contract's k mean)
 //   fp32 x2 -> e4m3 x2       cvt.rn.satfinite.e4m3x2.f32 (sm_89+): RNE, saturate at 448
+// Stages 1, 2, 5 and 7 use these. Per-thread register conversions, no shared state, no sync.
+// Targets: sm_89+ (the e4m3 packs need sm_89; everything else is plain PTX).
 #pragma once
 #include "common.cuh"
 

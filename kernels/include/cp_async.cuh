@@ -3,6 +3,9 @@
 // A copy whose source lies outside the tensor is issued with src-size 0, which
 // fills the 16 destination bytes with zeros: ragged tails never expose stale
 // shared memory. The source address is then clamped to a valid one anyway.
+// Used by attn_mma.cu's K/V stages. Each thread issues its own copies; cp_async_wait<n> waits for the
+// calling thread's groups only, so a __syncthreads must follow before other threads read the tile.
+// Targets: sm_80+ (built for sm_89, sm_90, sm_120a, sm_121a).
 #pragma once
 #include "common.cuh"
 

@@ -4,6 +4,9 @@
 //
 // Rows that see no key (bottom-right causal with N_q > N_kv) are written as 0
 // with lse -inf, as the contract does. Rows >= N_q are never stored.
+// Ownership: each thread stores the rows and channels its accumulator fragment holds (mma.sync or
+// wgmma layout) straight from registers; no shared memory, no barrier. Used by attn_mma.cu and
+// attn_sm90.cu: targets sm_89, sm_90, sm_90a, sm_120a, sm_121a.
 #pragma once
 #include "common.cuh"
 #include "convert.cuh"

@@ -11,7 +11,9 @@
 // converted exactly with the 1.5 * 2^23 bias trick (|S_int| <= 127*127*128 < 2^22):
 // one IADD and one FADD instead of I2F, which shares the MUFU-rate pipe with ex2. Folding the FADD into
 // the exp pass's FFMA (as attn_sm90/softmax.cuh does at head_dim 64) removed ~60 instructions per block
-// and measured 0.97-1.00x on the H200 (EXPERIMENT_LOG seq 161; tree 30b83d0 has ATTN_CVT_FOLD).
+// but did not run faster here, so this path keeps the separate FADD.
+// Ownership: each warp owns its 32 rows' m and l; nothing here touches shared memory or needs a barrier
+// (the quad's xor-shuffles are warp-synchronous). Targets: sm_89, sm_90, sm_120a, sm_121a (attn_mma.cu).
 #pragma once
 #include "common.cuh"
 #include "convert.cuh"

@@ -11,6 +11,9 @@
 //   f16 C/D: two .b32 registers of f16x2: d0 = (row group), d1 = (row group+8).
 // ldmatrix.m8n8 of b16 gives lane i the 4 bytes at row i/4, bytes 4*(i%4) of an
 // 8 x 16-byte matrix: exactly the A and B layouts above for 8-bit types.
+// Stages 3 (s8 m16n8k32 into int32) and 6 (e4m3 m16n8k32, or f16 m16n8k16 on sm_90, into fp32/fp16).
+// Ownership: every fragment is the calling warp's registers; the warp executes each mma.sync together
+// (no other sync). Targets: sm_89, sm_90, sm_120a, sm_121a.
 #pragma once
 #include "common.cuh"
 

@@ -14,6 +14,13 @@
 //   per_thread K:        tile = WARPK, per_tile 4, mod 8, div 2   ((row % 8) / 2 shares a scale)
 // Every tile divides 128 (and every Q tile 64), so a tile of rows closes all of its groups.
 //
+// Sync (quantize_tile_int8): each row's amax is reduced over its 8 chunk lanes (xor-shuffles) and raised
+// into the group's QuantSmem word by shared atomicMax from lane tid % 8 == 0; the first __syncthreads
+// makes the words complete before threads < groups-per-tile turn them into scale / mult (and clear them
+// for the next tile); the second makes scale / mult visible before every thread quantizes its rows. The
+// caller zeroes the amax words once and puts a __syncthreads between that and the first tile.
+// Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA).
+//
 // Rounding follows sagelib/contract/quantize.py bit for bit, without a division
 // or a float-to-int conversion per element (both run on the 16-per-clock unit):
 //   cuda flavour:   q = rne(x * (127 / amax)); |x * mult| <= 127.00002, so rne is
@@ -33,13 +40,10 @@
 #define QUANT_ROWS 128
 #define QUANT_MAX_GROUPS 64
 // Resident threads per SM the kernels are register-limited for (__launch_bounds__ min
-// blocks = this / (4 * D)): 1024 -> at most 64 registers. Measured on the H200 (log seq 134):
-// Q capped for 1536 threads is level for the fp16 triton instance (39 registers: three blocks
-// already), +1.5-2.5% for the fp16 cuda flavour at D128 and -2% at D64 (bf16 not timed); for
-// 2048, -2 to -4%; the K/V kernel capped for 1536 spills ~250 bytes and runs at 0.51-0.60x.
+// blocks = this / (4 * D)): 1024 -> at most 64 registers. Why 1024: tighter caps for more blocks per SM
+// were level or slower on the H200, and the K/V kernel spills under them.
 // (sm_120 / sm_121: ptxas spills the K/V kernel at 64 registers, so it gets 128 there.)
-// Also measured (seq 148): every thread computing its rows' group scales, one barrier per tile instead of two,
-// ran 0.97-1.00x (the divisions cost more than the barrier's wait).
+// Two barriers per tile (group amax, then scales) cost less than every thread dividing for its own scales.
 #define QUANT_QK_THREADS_PER_SM 1024
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
 #define QUANT_KV_THREADS_PER_SM 512
@@ -49,7 +53,7 @@
 
 template <int D, int ROWS = QUANT_ROWS>
 struct QuadLayout {
-  static_assert(ROWS == 128 || ROWS == 64, "tiles of 128 rows, or 64 (the Q kernel's blocks, log seq 174)");
+  static_assert(ROWS == 128 || ROWS == 64, "tiles of 128 rows, or 64 (the Q kernel's blocks)");
   static constexpr int THREADS = ROWS * D / 32;  // ROWS rows x D/8 chunks / 4 rows per thread
   static constexpr u32 CPR = D / 8;      // 16-byte chunks per row
   // Column chunk (0 .. CPR-1) and first row (0, 4, .., 124) of this thread. Unsigned, so

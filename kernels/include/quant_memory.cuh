@@ -5,6 +5,8 @@
 //                 apply pass re-reads from L2 shortly after
 //   load_stream   ld.global.cs (evict-first in L1 and L2): a last read
 //   store_stream  st.global.cs (evict-first): outputs nobody re-reads here
+// Stages: 1-2 and 5's memory side (no arithmetic). Each call is one thread's own access; no shared
+// state, no sync. Targets: sm_89, sm_90, sm_120a, sm_121a.
 #pragma once
 #include "common.cuh"
 

@@ -7,6 +7,8 @@
 //              24 >= 2p + 2 bits for fp16 (p = 11) and bf16 (p = 8), so the
 //              double rounding gives the same value (Figueroa's bound).
 //   low/high   one half as fp32 (exact)
+// Stages 1-2 (K smoothing's subtraction, the groups' amax). Per-thread register arithmetic: no shared
+// state, no sync. Targets: sm_89, sm_90, sm_120a, sm_121a.
 #pragma once
 #include "common.cuh"
 #include "convert.cuh"

@@ -4,6 +4,8 @@
 // eight 16-byte slots, slot s of line L is stored at slot s ^ (L % 8). Eight
 // consecutive rows read at the same logical chunk (one ldmatrix 8x8 matrix)
 // then land in eight different slots: no bank conflicts, for both row widths.
+// Used by stage 3 and 6 tiles (attn_mma.cu) and the TMA 128-byte swizzle (hopper/). Pure index
+// arithmetic: no state, no sync. Targets: all.
 #pragma once
 #include "common.cuh"
 

@@ -120,13 +120,16 @@ def struct_argument(struct: Struct) -> np.ndarray:
 
 
 def kernel_argument(arg):
-    """One launch argument: tensors as device pointers, None as a null pointer, ints as int64 unless I32."""
+    """One launch argument: tensors as device pointers, None as a null pointer, numpy scalars as they are, ints as
+    int64 unless I32."""
     if isinstance(arg, torch.Tensor):
         if _VIA_DLPACK:
             return as_cupy(arg)
         if not arg.is_cuda:
             raise InputError(f"tensor: expected a CUDA tensor, got one on {arg.device}; move it with .cuda()")
         return np.uint64(arg.data_ptr())
+    if isinstance(arg, np.generic):
+        return arg  # already typed (sagelib.cuda.params): np.float64 must not become a float32 below
     if arg is None:
         return np.uint64(0)
     if isinstance(arg, I32):

@@ -1,4 +1,4 @@
-// Leave-one-out switches for timing experiments (scripts/sweep_sm90.py --ablate): each
+// Leave-one-out switches for timing experiments (`sagelib sweep --ablate`): each
 // removes one unit's work from the consumer loop so the time it costs shows as a
 // difference (device/METHOD.md: place time inside a kernel by leaving a stage out).
 // The outputs are WRONG with any switch on; the default build has them all off.

@@ -20,14 +20,15 @@
 #include "../hopper/warpgroup_regs.cuh"
 #include "../hopper/wgmma.cuh"
 #include "epilogue.cuh"
+#include "params.cuh"
 #include "pingpong.cuh"
 #include "scheduler.cuh"
 #include "softmax.cuh"
 #include "trace.cuh"
 
-#define SM90_CAUSAL 1
-#define SM90_PER_THREAD 2
-#define SM90_OUT_BF16 4
+#define SM90_CAUSAL ATTN_CAUSAL  // the flag bits of both attention kernels: AttnFlags (params.cuh)
+#define SM90_PER_THREAD ATTN_PER_THREAD
+#define SM90_OUT_BF16 ATTN_OUT_BF16
 // Q slots go round in order and a consumer takes its next tile before this tile's epilogue, so the
 // slot wait, the decode and the first scale loads hide behind the stores: that needs a second slot.
 static_assert(SM90_Q_SLOTS >= 2, "the next tile is taken before the epilogue: two Q slots at least");

@@ -1,4 +1,4 @@
-// Phase timestamps of CTA 0, for SM90_TRACE builds only (scripts/profile_sm90.py --trace):
+// Phase timestamps of CTA 0, for SM90_TRACE builds only (`sagelib profile sm90 --trace`):
 // - lane 0 of every warp of the first two consumer warpgroups records clock64() at each phase
 //   of the first SM90_TRACE_BLOCKS key blocks of its first tile, so the timeline of the two
 //   warpgroups (softmax, waiting for the turn, wgmma in flight) can be read directly;

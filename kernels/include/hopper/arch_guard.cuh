@@ -3,6 +3,7 @@
 // from a kernel built for any other target is an error at compile time, so the
 // portable kernels cannot pick them up by accident. The host pass (no __CUDA_ARCH__)
 // and sm_90a's device pass (__CUDA_ARCH_FEAT_SM90_ALL) see nothing.
+// No contract stage, no state, no sync. Target: sm_90a.
 #pragma once
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)

@@ -9,6 +9,8 @@
 // Usage (one stage): one thread inits with the arrival count, fence, __syncthreads;
 // the producer calls arrive_expect_tx(bytes) then issues the copies on the barrier;
 // consumers spin in mbarrier_wait_parity(bar, parity).
+// No contract stage by itself; the barrier guards a shared stage's bytes between the thread that
+// arrives (TMA issuer) and every waiting warp. Target: sm_90a (the parity waits exist on sm_90).
 #pragma once
 #include "../common.cuh"
 #include "arch_guard.cuh"

@@ -9,6 +9,9 @@
 // parity p has completed. Consumers wait `full` with the position's parity; the
 // producer waits `empty` with the opposite one, so its first pass over a fresh ring
 // does not block (no consumer has released anything yet, and nothing needs it to).
+// Ownership: the producer (one elected thread) owns the full barriers' arrivals; each consumer warp
+// owns one arrival on every empty barrier. Used by attn_sm90.cu for Q, K and V^T stages (stages 3 and 6).
+// Target: sm_90a.
 #pragma once
 #include "mbarrier.cuh"
 

@@ -12,6 +12,8 @@
 // 128 bytes in which 16-byte chunk c of row r sits at chunk c ^ (r % 8), counted from a
 // 1024-byte aligned destination: the layout swizzled_offset<128> (../swizzle.cuh)
 // addresses and the wgmma descriptors of wgmma.cuh read.
+// Ownership: one elected producer thread issues each copy; the stage's full mbarrier guards its bytes
+// until consumers wait on it. Target: sm_90a.
 #pragma once
 #include "mbarrier.cuh"
 

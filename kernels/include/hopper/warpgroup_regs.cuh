@@ -6,6 +6,8 @@
 // warpgroups then claim them with warpgroup_regs_claim<...>() (which waits until the
 // pool has them). Every warp of the warpgroup must execute the same call. Counts are
 // per thread, multiples of 8 in [24, 256]; the CTA's total must fit the SM's 64 K.
+// No contract stage; no memory state. Every warp of a warpgroup executes the same call (warpgroup-
+// collective). Target: sm_90a.
 #pragma once
 #include "../common.cuh"
 #include "arch_guard.cuh"

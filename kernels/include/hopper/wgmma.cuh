@@ -20,6 +20,9 @@
 // since the last one; issue; wgmma_commit(); wgmma_wait<n>() before reading the
 // accumulators (or overwriting register A operands) of all but the n newest groups.
 // ACCUMULATE == false makes an instruction ignore the accumulator's old value.
+// Stages 3 (int8 m64nNk32 into int32) and 6 (e4m3 into fp32). Ownership: accumulators are the
+// issuing warpgroup's registers (layout above); the shared operands must be guarded by the caller's
+// mbarrier until wgmma_wait retires the group. Target: sm_90a.
 #pragma once
 #include "../common.cuh"
 #include "arch_guard.cuh"

@@ -12,15 +12,15 @@ from sagelib.backends.kernels.operands import (
     causal_shift,
     checked_options,
     finish_outputs,
-    hnd_strides,
+    strides,
     kernel_flags,
     output_buffers,
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
-from sagelib.cuda import instances
+from sagelib.cuda import instances, params
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import F32, I32, launch
+from sagelib.cuda.launch import launch
 
 ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
 
@@ -56,10 +56,12 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
     flags, shift = kernel_flags(p), causal_shift(p)
     fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"), options=build_options)
     launch(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1),
-           (p.q_int8, *hnd_strides(p.q_int8), p.k_int8, *hnd_strides(p.k_int8), p.v_fp8, p.q_scale, p.k_scale,
-            p.v_scale, out_hnd, *hnd_strides(out_hnd), lse, I32(n_q), I32(p.n_kv), I32(p.v_fp8.shape[-1]),
-            I32(h_q), I32(h_kv), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]), I32(flags), I32(shift),
-            F32(p.sm_scale * P.LOG2E)),
+           params.arguments("AttnMmaParams", q=p.q_int8, **strides("q", p.q_int8), k=p.k_int8,
+                            **strides("k", p.k_int8), v=p.v_fp8, q_scale=p.q_scale, k_scale=p.k_scale,
+                            v_scale=p.v_scale, out=out_hnd, **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv,
+                            n_pad=p.v_fp8.shape[-1], heads_q=h_q, heads_kv=h_kv, q_groups=p.q_scale.shape[-1],
+                            k_groups=p.k_scale.shape[-1], flags=flags, causal_shift=shift,
+                            sm_scale_log2e=p.sm_scale * P.LOG2E),
            shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
     return finish_outputs(p, out, lse)
 

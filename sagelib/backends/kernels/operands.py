@@ -15,13 +15,15 @@ from sagelib.contract import presets as P
 from sagelib.contract.validate import (
     to_hnd,
 )
-from sagelib.cuda.launch import I32
+from sagelib.cuda import params
 from sagelib.errors import InputError
 
 KERNEL_HEAD_DIMS = (64, 128)
 
 
-ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = 1, 2, 4
+#: the attention kernels' flag bits, read from AttnFlags in kernels/include/params.cuh
+ATTN_CAUSAL, ATTN_PER_THREAD, ATTN_OUT_BF16 = (params.attn_flags()[name] for name in
+                                              ("ATTN_CAUSAL", "ATTN_PER_THREAD", "ATTN_OUT_BF16"))
 
 
 ATTN_GRANULARITIES = ("per_thread", "per_warp")
@@ -45,10 +47,11 @@ class GroupGeometry:
             if value < 1 or value & (value - 1):
                 raise InputError(f"{name}: expected a power of two, got {value}")
 
-    def args(self):
+    def members(self) -> dict[str, int]:
+        """The kernels' GroupGeometry members (tile_shift, per_tile_shift, mod_mask, div_shift of params.cuh)."""
         shift = int.bit_length
-        return (I32(shift(self.tile) - 1), I32(shift(self.per_tile) - 1), I32(self.mod - 1),
-                I32(shift(self.div) - 1))
+        return {"tile_shift": shift(self.tile) - 1, "per_tile_shift": shift(self.per_tile) - 1,
+                "mod_mask": self.mod - 1, "div_shift": shift(self.div) - 1}
 
 
 def q_geometry(preset: str, granularity: str) -> GroupGeometry:
@@ -101,6 +104,13 @@ def kernel_operand(x_hnd: torch.Tensor, width: int) -> torch.Tensor:
 
 def hnd_strides(x: torch.Tensor):
     return tuple(int(s) for s in x.stride()[:3])
+
+
+def strides(prefix: str, x: torch.Tensor | None) -> dict[str, int]:
+    """``{prefix}_sb, _sh, _sn``: the batch, head and token strides of an HND tensor (0 for None), as the
+    kernels' parameter structs name them (params.cuh)."""
+    values = hnd_strides(x) if x is not None else (0, 0, 0)
+    return dict(zip((f"{prefix}_sb", f"{prefix}_sh", f"{prefix}_sn"), values))
 
 
 def require_cuda(*tensors):

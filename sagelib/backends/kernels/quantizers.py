@@ -19,7 +19,6 @@ from sagelib.backends.kernels.operands import (
     KernelTarget,
     PreparedAttention,
     empty_like_layout,
-    hnd_strides,
     k_geometry,
     kernel_head_dim,
     kernel_operand,
@@ -29,6 +28,7 @@ from sagelib.backends.kernels.operands import (
     resolve_flavour,
     slice_head_dim,
     sm_count,
+    strides,
 )
 from sagelib.contract import presets as P
 from sagelib.contract.fp8 import QuantizedV
@@ -43,7 +43,8 @@ from sagelib.contract.validate import (
 )
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import F32, F64, I32, launch, max_active_blocks
+from sagelib.cuda import params
+from sagelib.cuda.launch import launch, max_active_blocks
 from sagelib.errors import InputError
 
 QUANT_ROWS = 128
@@ -62,7 +63,7 @@ def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, f
                    rows: int | None = None):
     """INT8 values (caller's layout, padded head dim) and scales of x through kernels/quant_qk.cu.
 
-    ``rows``: tokens per block, 64 (the kernel's default, log seq 174) or 128; None picks 64 unless the group tile
+    ``rows``: tokens per block, 64 (the kernel's default) or 128; None picks 64 unless the group tile
     needs 128 (K without smoothing under the sm90 preset)."""
     rows = rows or (QUANT_Q_ROWS if QUANT_Q_ROWS % geometry.tile == 0 else QUANT_ROWS)
     if rows not in (QUANT_ROWS, QUANT_Q_ROWS) or rows % geometry.tile:
@@ -75,8 +76,9 @@ def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, f
                        options=instances.quant_int8_options(rows))
     # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
     launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (quant_threads(d, rows), 1, 1),
-           (x_hnd, *hnd_strides(x_hnd), out_hnd, *hnd_strides(out_hnd), scale, I32(n), I32(n_groups),
-            *geometry.args()), name="quant_int8_kernel")
+           params.arguments("QuantQkParams", x=x_hnd, **strides("x", x_hnd), xq=out_hnd, **strides("q", out_hnd),
+                            scale=scale, n_tokens=n, n_groups=n_groups, **geometry.members()),
+           name="quant_int8_kernel")
     return out, scale
 
 
@@ -103,21 +105,16 @@ def quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv
     cta_k = g.cta_k
     n_pad = -(-n // cta_k) * cta_k
     k_int8 = k_scale = km = v_fp8 = v_scale = None
-    k_args = (None, 0, 0, 0)
-    kq_args = (None, 0, 0, 0)
+    kq_hnd = None
     geometry, k_groups = GroupGeometry(1, 1, 1, 1), 1
     if do_k:
         geometry, k_groups = k_geometry(preset, granularity), n_k_groups(n, preset, granularity)
         k_int8, kq_hnd = empty_like_layout((b, h, n, d), torch.int8, layout, dev)
         k_scale = torch.empty((b, h, k_groups), dtype=torch.float32, device=dev)
         km = torch.empty((b, h, d), dtype=x.dtype, device=dev)
-        k_args = (k_hnd, *hnd_strides(k_hnd))
-        kq_args = (kq_hnd, *hnd_strides(kq_hnd))
-    v_args = (None, 0, 0, 0)
     if do_v:
         v_fp8 = torch.empty((b, h, d, n_pad), dtype=torch.float8_e4m3fn, device=dev)
         v_scale = torch.empty((b, h, d), dtype=torch.float32, device=dev)
-        v_args = (v_hnd, *hnd_strides(v_hnd))
     # Workspace, zeroed by one memset: [ticket, head_done[B*H]] int32, then per channel
     # k_sum fp64, v_amax u32, and the finalized head's km and V multiplier words (u32).
     n_ints = 1 + b * h
@@ -135,10 +132,16 @@ def quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv
     grid = min(2 * n_items, resident)
     lag = kv_lag(grid, items_per_head)
     launch(fn, (grid, 1, 1), (threads, 1, 1),
-           (*k_args, *v_args, *kq_args, k_scale, I32(k_groups), *geometry.args(), km, v_fp8, v_scale, I32(n_pad),
-            F32(P.V_SCALE_MAX[pv_accum]), F32(float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum]))),
-            I32(int(g.permute_v if permute_v is None else permute_v)), ints, k_sum, v_amax, km_word, vmult_word,
-            I32(n), I32(h), I32(b), I32(lag), I32(int(do_k)), I32(int(do_v)), F64(1.0 / n)), name="quant_kv_kernel")
+           params.arguments(
+               "QuantKvParams", k=k_hnd if do_k else None, **strides("k", k_hnd if do_k else None),
+               v=v_hnd if do_v else None, **strides("v", v_hnd if do_v else None), k_int8=kq_hnd,
+               **strides("kq", kq_hnd), k_scale=k_scale, k_groups=k_groups, **geometry.members(), km=km, v_fp8=v_fp8,
+               v_scale=v_scale, n_pad=n_pad, v_scale_max=P.V_SCALE_MAX[pv_accum],
+               inv_v_scale_max=float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum])),
+               permute_v=int(g.permute_v if permute_v is None else permute_v), workspace_ints=ints, k_sum=k_sum,
+               v_amax=v_amax, km_word=km_word, vmult_word=vmult_word, n_tokens=n, heads=h, batch=b, lag=lag,
+               do_k=int(do_k), do_v=int(do_v), inv_n=1.0 / n),
+           name="quant_kv_kernel")
     return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
 
 

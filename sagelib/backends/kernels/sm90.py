@@ -9,7 +9,7 @@ launch computes stages 3-7. Q, K and V^T reach the kernel through TMA tensor map
 
 Geometries of the kernel (``kernels/include/attn_sm90/geometry.cuh``): the sm90 preset
 (128-key steps) runs two consumer warpgroups at head_dim 128 and three at head_dim 64, where
-a consumer's registers hold the 128-key step at 160 (EXPERIMENT_LOG seq 58); three consumer
+a consumer's registers hold the 128-key step at 160; three consumer
 warpgroups stepping 64 keys compute the sm90 preset with ``cta_k=64`` (the online-softmax
 step and the inner accumulator span 64 keys; quantization is unchanged; at head_dim 128 P.V
 runs in two halves of the channels so the accumulators fit). ``cta_k`` and the head dim
@@ -37,12 +37,13 @@ from sagelib.backends.kernels.operands import (
     kernel_flags,
     output_buffers,
     sm_count,
+    strides,
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
-from sagelib.cuda import instances
+from sagelib.cuda import instances, params
 from sagelib.cuda.build import load_function, macro_options
-from sagelib.cuda.launch import F32, I32, launch
+from sagelib.cuda.launch import launch
 from sagelib.cuda.tma import tensor_map
 from sagelib.errors import InputError
 
@@ -215,16 +216,18 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
     out, out_hnd, lse = output_buffers(p, return_lse)
-    flags, shift = kernel_flags(p), causal_shift(p)  # the flag bits are attn_mma.cu's (mainloop.cuh SM90_*)
+    flags, shift = kernel_flags(p), causal_shift(p)  # AttnFlags (params.cuh)
     tiles = -(-n_q // geometry.cta_q) * h_q * b
     options = (*environment_options(), *build_options)
     fn = load_function("attn_sm90.cu", kernel_instance(p, stages, geometry, causal_instance), ARCH, options=options)
     tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
     launch(fn, (min(tiles, sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
-           (*tensor_maps(p, geometry), p.q_scale, p.k_scale, p.v_scale, out_hnd,
-            *(int(s) for s in out_hnd.stride()[:3]), lse,
-            I32(n_q), I32(p.n_kv), I32(h_q), I32(h_kv), I32(b), I32(p.q_scale.shape[-1]), I32(p.k_scale.shape[-1]),
-            I32(flags), I32(shift), F32(p.sm_scale * P.LOG2E), tile_counter, trace),
+           params.arguments("AttnSm90Params", **dict(zip(("q_map", "k_map", "v_map"), tensor_maps(p, geometry))),
+                            q_scale=p.q_scale, k_scale=p.k_scale, v_scale=p.v_scale, out=out_hnd,
+                            **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv, heads_q=h_q, heads_kv=h_kv,
+                            batch=b, q_groups=p.q_scale.shape[-1], k_groups=p.k_scale.shape[-1], flags=flags,
+                            causal_shift=shift, sm_scale_log2e=p.sm_scale * P.LOG2E, tile_counter=tile_counter,
+                            trace=trace),
            shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
     return finish_outputs(p, out, lse)
 
