@@ -9,7 +9,12 @@ import pytest
 import torch
 
 from sagelib.backends.kernels import operands
-from sagelib.contract.quantize import k_group_index, n_k_groups, n_q_groups, q_group_index
+from sagelib.contract.quantize import (
+    k_group_index,
+    n_k_groups,
+    n_q_groups,
+    q_group_index,
+)
 
 
 def _groups(geometry: operands.GroupGeometry, n: int) -> torch.Tensor:
@@ -29,7 +34,7 @@ def test_group_geometry_is_the_contracts_group_index(preset, granularity, n):
 
 
 def test_the_kernel_arguments_are_shifts_and_a_mask():
-    shifts = [a.value for a in operands.GroupGeometry(tile=32, per_tile=8, mod=8, div=2).args()]
-    assert shifts == [5, 3, 7, 1]
+    members = operands.GroupGeometry(tile=32, per_tile=8, mod=8, div=2).members()
+    assert members == {"tile_shift": 5, "per_tile_shift": 3, "mod_mask": 7, "div_shift": 1}
     with pytest.raises(ValueError, match="power of two"):
         operands.GroupGeometry(tile=24, per_tile=8, mod=8, div=1)

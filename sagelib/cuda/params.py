@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from sagelib.cuda.build import KERNELS_DIR
 import numpy as np
 
+from sagelib.cuda.build import KERNELS_DIR
 from sagelib.cuda.launch import Struct
 
 #: header of each parameter struct (relative to kernels/include)

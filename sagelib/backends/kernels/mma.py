@@ -12,9 +12,9 @@ from sagelib.backends.kernels.operands import (
     causal_shift,
     checked_options,
     finish_outputs,
-    strides,
     kernel_flags,
     output_buffers,
+    strides,
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P

@@ -41,9 +41,8 @@ from sagelib.contract.validate import (
     default_sm_scale,
     to_hnd,
 )
-from sagelib.cuda import instances
+from sagelib.cuda import instances, params
 from sagelib.cuda.build import load_function
-from sagelib.cuda import params
 from sagelib.cuda.launch import launch, max_active_blocks
 from sagelib.errors import InputError
 
