@@ -141,37 +141,29 @@ def _tensor_map(value, name):
     raise TypeError(f"{name}: expected a 128-byte Struct (sagelib.cuda.tma) for a TensorMap member")
 
 
-#: C type -> the expression that converts ``v`` (a member's value) into its launch argument: numbers as the numpy
-#: scalar of the C type (launch.kernel_argument passes numpy scalars as they are), pointers and maps checked
-_EXPRESSIONS = {"ptr": "_pointer(v[{n!r}], {n!r})", "TensorMap": "_tensor_map(v[{n!r}], {n!r})",
-                "int": "int32(v[{n!r}])", "i32": "int32(v[{n!r}])", "u32": "uint32(v[{n!r}])",
-                "i64": "int64(v[{n!r}])", "u64": "uint64(v[{n!r}])", "float": "float32(v[{n!r}])",
-                "double": "float64(v[{n!r}])"}
+#: C type -> how a member's value becomes its launch argument: numbers as the numpy scalar of the C type
+#: (launch.kernel_argument passes numpy scalars as they are), pointers and tensor maps checked
+_CONVERTERS = {"ptr": _pointer, "TensorMap": _tensor_map, "int": np.int32, "i32": np.int32, "u32": np.uint32,
+               "i64": np.int64, "u64": np.uint64, "float": np.float32, "double": np.float64}
 
 
 @lru_cache(maxsize=None)
 def _plan(struct: str):
-    """(member names, their set, a function values -> argument tuple), the function generated once from the
-    header's members, so a launch pays one tuple expression rather than a loop (launches are host-bound)."""
+    """(member names, their set, (name, converter) per member in order), read once per struct."""
     members = fields(struct)
-    body = ", ".join(_EXPRESSIONS[f.ctype].format(n=f.name) for f in members)
-    scope = {"_pointer": _pointer, "_tensor_map": _tensor_map, "int32": np.int32, "uint32": np.uint32,
-             "int64": np.int64, "uint64": np.uint64, "float32": np.float32, "float64": np.float64}
-    exec(f"def build(v):\n    return ({body},)\n", scope)
     names = tuple(f.name for f in members)
-    return names, frozenset(names), scope["build"]
+    steps = tuple((f.name, _CONVERTERS[f.ctype], f.ctype in ("ptr", "TensorMap")) for f in members)
+    return names, frozenset(names), steps
 
 
 def arguments(struct: str, **values) -> tuple:
     """The launch arguments of the kernel ``struct`` describes, in its header's order, each converted for its C
     type (numbers as numpy scalars of its size, pointer -> tensor or None, ``TensorMap`` -> its Struct); every
     member must be given by name, and nothing else."""
-    names, name_set, build = _plan(struct)
-    try:
-        if len(values) == len(names):  # then every member found means nothing else was given
-            return build(values)
-    except KeyError:
-        pass
+    names, name_set, steps = _plan(struct)
+    if len(values) == len(names) and name_set.issuperset(values):
+        return tuple(convert(values[name], name) if checked else convert(values[name])
+                     for name, convert, checked in steps)
     missing = [n for n in names if n not in values]
     extra = sorted(set(values) - name_set)
     raise TypeError(f"{struct}: missing {missing}, unknown {extra} (kernels/include/{HEADERS[struct]})")
