@@ -45,6 +45,7 @@ from IPython.display import Markdown, display
 from sagelib import inputs as data
 from sagelib.measure import recordings as bench_records
 from sagelib.measure.hardware import H200
+from sagelib.records import documents
 from sagelib.records.results import Results
 from sagelib.studies import (
     contract_sweeps,
@@ -226,7 +227,7 @@ else:
 # the D=64 geometry of `cuda-sm90`; at D=128 the same structure would need 222 registers.
 
 # %%
-d64_doc, d64_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
+d64_doc, d64_path = documents.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
 d64_rows = sweep_records.three_consumer_rows(d64_doc) if d64_doc else []
 results.add("three consumers at head_dim 64 (recorded)", d64_rows)
 if d64_rows:

@@ -35,8 +35,8 @@ from IPython.display import Markdown, display
 
 from sagelib.backends.kernels import sm90
 from sagelib.measure import power
-from sagelib.measure import recordings as bench_records
 from sagelib.measure.hardware import H200
+from sagelib.records import documents
 from sagelib.records.results import Results
 from sagelib.studies import (
     block_phases,
@@ -76,7 +76,7 @@ display(Markdown(f"Registers per CTA: {split.cta_registers:,} of the {split.laun
                  f"({'fits' if split.fits else 'does not fit'}); P and alpha tiles: {split.p_smem_bytes:,} bytes. "
                  f"One P.V pass over all 128 channels would need "
                  f"{role_split.RoleSplit(head_dim=128, pv_channels=128).cta_registers:,}."))
-trace_doc, trace_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-turns-batch-order")
+trace_doc, trace_path = documents.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-turns-batch-order")
 if trace_doc is not None:
     gemm_cycles = 2 * 64 * 128 * 128 / H200.wgmma_8bit_ops_per_clk  # one 64 x 128 x 128 product
     traced = role_split.traced_costs(trace_doc["traces"], "trace 2:32:8192:128", tensor_per_gemm=gemm_cycles)
@@ -93,7 +93,7 @@ if trace_doc is not None:
     results.figure(fig, "role_split_projection")
 else:
     display(Markdown("No recorded trace (`data/results/*-sm90-sweep-turns-batch-order.json`) to project from."))
-built_doc, built_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-role-split")
+built_doc, built_path = documents.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-role-split")
 if built_doc is not None:
     built_rows = sweep_records.role_split_rows(built_doc)
     results.add("role split: built (recorded)", built_rows)
@@ -316,7 +316,7 @@ else:
 # and the two CTAs' lockstep took as much per cycle, so D=128 came out level and N=1024 slower.
 
 # %%
-energy_doc, energy_path = bench_records.latest(schema=sweep_records.SCHEMA, stem=power.ABLATIONS_STEM)
+energy_doc, energy_path = documents.latest(schema=sweep_records.SCHEMA, stem=power.ABLATIONS_STEM)
 energy_rows = power.sustained_rows(energy_doc) if energy_doc else []
 results.add("leave-one-out builds run back to back: clock and power (recorded)", energy_rows)
 if energy_rows:
@@ -373,7 +373,7 @@ results.figure(fig, "tile_scheduler_balance")
 # (record sm90-tile-decode-divisors).
 
 # %%
-tile_doc, tile_path = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
+tile_doc, tile_path = documents.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
 tile_rows, before_name, after_name = sweep_records.tile_change_rows(tile_doc) if tile_doc else ([], None, None)
 results.add("tile change (recorded)", tile_rows)
 if tile_rows:

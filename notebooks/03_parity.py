@@ -44,6 +44,7 @@ from IPython.display import Markdown, display
 
 from sagelib.measure import parity
 from sagelib.measure import recordings as bench_records
+from sagelib.records import documents
 from sagelib.records.results import Results
 from sagelib.studies import parity_sections, plots
 
@@ -71,7 +72,7 @@ if ran:
                      note=f"tolerance {parity.ATTN_REL_L1}")
 else:
     results.headline("parity cases passed", "not run", note=reason)
-    recorded, recorded_path = bench_records.latest(schema="sagelib.run/1")
+    recorded, recorded_path = documents.latest(schema="sagelib.run/1")
     display(Markdown(bench_records.recorded_banner(recorded, recorded_path, reason)))
     if recorded:
         # recorded runs before the notebooks were renumbered named this notebook 02_parity

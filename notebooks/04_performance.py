@@ -57,11 +57,12 @@ from sagelib import inputs
 from sagelib.measure import bench, targets
 from sagelib.measure import recordings as bench_records
 from sagelib.measure.ceilings import format_ceilings, measure_ceilings
+from sagelib.records import documents
 from sagelib.records.results import Results
 from sagelib.studies import bench_plots, quant_breakdown, short_call
 
 results = Results("04_performance", output_dir)
-results_dir = bench_records.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root
+results_dir = documents.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root
 not_live = bench_records.why_not_live(device)
 results.add("measured_now", not_live is None)
 
@@ -91,12 +92,12 @@ if not_live is None:
     measured = quant_bench.measure([tuple(int(x) for x in s.split(":")) for s in quantizer_shapes],
                                    command=f"notebook 04_performance (output_dir={output_dir})")
     document["quantizers"] = {"copy_tb_s": measured["copy_tb_s"], "rows": measured["rows"]}
-    bench_records.write_json(document, Path(output_dir) / "bench.json")
+    documents.write_json(document, Path(output_dir) / "bench.json")
     if save_recording:
         display(Markdown(f"Recorded into `{bench_records.save(document, recorded_dir, stem='performance')}`."))
     recorded = False
 else:
-    document, path = bench_records.latest(recorded_dir, stem="performance")
+    document, path = documents.latest(recorded_dir, stem="performance")
     display(Markdown(bench_records.recorded_banner(document, path, not_live)))
     results.add("recorded_file", str(path) if path else None)
     recorded = True

@@ -44,6 +44,7 @@ from IPython.display import Markdown, display
 from sagelib.cuda import sass
 from sagelib.measure import profiling
 from sagelib.measure import recordings as bench_records
+from sagelib.records import documents
 from sagelib.records.results import Results
 from sagelib.studies import plots
 
@@ -115,7 +116,7 @@ if not_live is None:
                                               log_dir=Path(output_dir) / "ncu", launch_count=launch_count)
     display(Markdown(f"Measured now: `{shape}`, causal={causal}, {mode}, ncu {document['tool']['ncu']}."))
 else:
-    document, path = bench_records.latest(recorded_dir, bench_records.NCU_SCHEMA)
+    document, path = documents.latest(recorded_dir, bench_records.NCU_SCHEMA)
     display(Markdown(bench_records.recorded_banner(document, path, not_live)))
 
 # %%

@@ -418,10 +418,10 @@ def test_cli_idles_before_each_gpu_case_unless_told_otherwise():
 
 
 def test_cli_out_is_written_by_the_shared_strict_writer(sagelib_cli, tmp_path, monkeypatch):
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
-    written, real = [], bench_records.write_json
-    monkeypatch.setattr(bench_records, "write_json", lambda doc, path: written.append(path) or real(doc, path))
+    written, real = [], documents.write_json
+    monkeypatch.setattr(documents, "write_json", lambda doc, path: written.append(path) or real(doc, path))
     out = tmp_path / "bench.json"
     code, stdout, _ = sagelib_cli("bench", "--device", "cpu", "--backends", "reference", "--shapes", "1:2:64:64",
                                   "--reps", "3", "--warmup", "1", "--no-progress", "--out", str(out))

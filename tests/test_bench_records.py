@@ -9,6 +9,7 @@ import pytest
 from sagelib import inputs
 from sagelib.measure import bench, timing
 from sagelib.measure import recordings as bench_records
+from sagelib.records import documents
 
 
 def test_curve_plan_keeps_tokens_fixed():
@@ -47,10 +48,10 @@ def test_save_names_files_by_date_and_card_and_latest_picks_by_time(tmp_path):
     bench_records.save(_doc("2026-11-29T09:00:00Z", "NVIDIA H100 80GB HBM3"), tmp_path, stem="performance")
     bench_records.save(_doc("2026-12-01T09:00:00Z", "Other"), tmp_path, stem="reference")
     (tmp_path / "broken.json").write_text("{not json")
-    document, path = bench_records.latest(tmp_path, stem="performance")
+    document, path = documents.latest(tmp_path, stem="performance")
     assert document["device"]["name"] == "NVIDIA H100 80GB HBM3" and path.name.endswith("-performance.json")
-    assert bench_records.latest(tmp_path)[0]["device"]["name"] == "Other"
-    assert bench_records.latest(tmp_path / "missing") == (None, None)
+    assert documents.latest(tmp_path)[0]["device"]["name"] == "Other"
+    assert documents.latest(tmp_path / "missing") == (None, None)
 
 
 def test_banner_says_recorded_and_nothing_measured(tmp_path):
@@ -84,19 +85,19 @@ def test_newest_file_is_the_last_dated_name_of_its_stem(tmp_path):
     for name in ("2026-11-29-card-x-trace.txt", "2026-11-30-card-x-trace.txt", "2026-12-01-card-x-trace.json",
                  "2026-12-01-card-other-trace.txt"):
         (tmp_path / name).write_text("")
-    assert bench_records.newest_file("x-trace", ".txt", tmp_path).name == "2026-11-30-card-x-trace.txt"
-    assert bench_records.newest_file("missing", ".txt", tmp_path) is None
+    assert documents.newest_file("x-trace", ".txt", tmp_path).name == "2026-11-30-card-x-trace.txt"
+    assert documents.newest_file("missing", ".txt", tmp_path) is None
 
 
 def test_finite_only_nulls_nan_and_inf_so_the_strict_writer_keeps_the_document(tmp_path):
     rows = [{"variant": "default", "rel_l1_to_default": 0.0, "round_ms": [1.5, 1.25]},
             {"variant": "no-exp2", "rel_l1_to_default": float("nan"), "round_ms": [float("inf"), 1.0]}]
     with pytest.raises(ValueError):  # what the sweep's --out met before: strict JSON refuses NaN
-        bench_records.write_json({"rows": rows}, tmp_path / "strict.json")
-    document, replaced = bench_records.finite_only({"rows": rows, "name": "sweep", "n": 3, "ok": True})
+        documents.write_json({"rows": rows}, tmp_path / "strict.json")
+    document, replaced = documents.finite_only({"rows": rows, "name": "sweep", "n": 3, "ok": True})
     assert replaced == 2
     assert document["rows"][1] == {"variant": "no-exp2", "rel_l1_to_default": None, "round_ms": [None, 1.0]}
     assert document["rows"][0] == rows[0] and (document["name"], document["n"], document["ok"]) == ("sweep", 3, True)
     assert rows[1]["round_ms"][0] == float("inf")  # the input is left as it was
-    path = bench_records.write_json(document, tmp_path / "sweep.json")
+    path = documents.write_json(document, tmp_path / "sweep.json")
     assert json.loads(path.read_text())["rows"][1]["rel_l1_to_default"] is None

@@ -93,7 +93,7 @@ def test_a_folder_without_run_json_is_refused(capsys, tmp_path):
 
 def test_a_run_without_the_performance_notebook_records_what_it_has(tmp_path):
     folder = _run_folder(tmp_path / "run", with_bench=False)
-    assert set(gpu_run.documents(folder, "c", [])) == {"", "-ncu"}
+    assert set(gpu_run.run_documents(folder, "c", [])) == {"", "-ncu"}
 
 
 def test_the_command_line_imports_no_notebook_stack():

@@ -133,14 +133,14 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
 
 
 def test_json_report_is_written_by_the_shared_strict_writer(tmp_path, capsys, monkeypatch):
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
     result = check.CheckResult([check.TargetResult("quant_qk.cu", "sm_90", True, [
         check.KernelReport("quant_int8_kernel<128, false, false>", "quant_qk.cu", "sm_90", registers=96)])], [])
     monkeypatch.setattr(check, "run_check", lambda *args, **kwargs: result)
     out = tmp_path / "new" / "check.json"
     assert main(["kernels", "check", "--arch", "sm_90", "--json", str(out)]) == 0
-    expected = bench_records.write_json(check.to_json(result), tmp_path / "expected.json").read_text()
+    expected = documents.write_json(check.to_json(result), tmp_path / "expected.json").read_text()
     assert out.read_text() == expected and json.loads(expected)["targets"][0]["kernels"][0]["registers"] == 96
 
 

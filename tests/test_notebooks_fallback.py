@@ -14,6 +14,7 @@ import pytest
 from sagelib import inputs
 from sagelib.measure import bench, timing
 from sagelib.measure import recordings as bench_records
+from sagelib.records import documents
 from sagelib.run import runner
 
 
@@ -108,7 +109,7 @@ def test_04_reads_the_targets_against_the_recorded_bench(tmp_path):
 def test_04_draws_the_recorded_fusion_ceilings(tmp_path):
     recorded = tmp_path / "recorded"
     recorded.mkdir()
-    committed = sorted(bench_records.RESULTS_DIR.glob("*-quant-breakdown.json"))[-1]
+    committed = sorted(documents.RESULTS_DIR.glob("*-quant-breakdown.json"))[-1]
     (recorded / committed.name).write_text(committed.read_text())
     values, html = _run(tmp_path, "04_performance", recorded)
     assert "fusion_ceilings" in {f["name"] for f in values["figures"]}
@@ -167,7 +168,7 @@ def test_short_kernel_names():
 
 
 def test_committed_gpu_recordings_validate():
-    found = bench_records.load_all(bench_records.RESULTS_DIR)
+    found = documents.load_all(documents.RESULTS_DIR)
     if not found:
         pytest.skip("no GPU recording committed in data/results yet")
     for document, path in found:

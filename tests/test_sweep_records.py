@@ -109,10 +109,10 @@ def test_role_split_rows_name_the_default_as_the_kernel():
 
 
 def test_the_recorded_ab_files_read_as_rows():
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
-    d64, _ = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
-    tile, _ = bench_records.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
+    d64, _ = documents.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-d64-three-consumers")
+    tile, _ = documents.latest(schema=sweep_records.SCHEMA, stem="sm90-sweep-tile-change")
     assert d64 is not None and tile is not None
     d64_rows = sweep_records.three_consumer_rows(d64)
     assert d64_rows and all(r["three / two"] > 0 for r in d64_rows)

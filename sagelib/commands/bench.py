@@ -196,9 +196,9 @@ def main(args) -> int:
 
     import torch
 
-    from sagelib.measure import recordings as bench_records
     from sagelib.measure.bench import format_table, run_sweep
     from sagelib.measure.ceilings import format_ceilings, measure_ceilings
+    from sagelib.records import documents
 
     if args.out:
         out = output_file("--out", args.out)
@@ -217,7 +217,7 @@ def main(args) -> int:
         document = with_quantizers(document, quantizers)
     print(format_table(document))
     if args.out:
-        bench_records.write_json(document, out)
+        documents.write_json(document, out)
         print(f"sagelib bench: wrote {out}")
     failed = [r for r in document["records"] if r.get("error") or not (r.get("check") or {}).get("ok")]
     for r in failed:
@@ -242,11 +242,11 @@ def _quantizers(args, command):
 
 def run_quant_suite(args) -> int:
     """--suite quant: the quantizers alone, their document written with --out."""
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
     out = output_file("--out", args.out) if args.out else None
     quantizers = _quantizers(args, _command(args))
     if out:
-        bench_records.write_json(quantizers, out)
+        documents.write_json(quantizers, out)
         print(f"sagelib bench: wrote {out}")
     return 0

@@ -88,12 +88,12 @@ def cmd_softmax(args) -> int:
         rows = softmax_beside.measure(args.iters, args.softmax_warpgroups, options)
         print(softmax_beside.format_beside(rows))
         if out:
-            from sagelib.measure import recordings as bench_records
+            from sagelib.records import documents
 
             document = softmax_beside.beside_document(
                 rows, iters=args.iters, softmax_warpgroups=args.softmax_warpgroups, options=options,
                 command=_command("sagelib study softmax --beside"), gpu=torch.cuda.get_device_name(0))
-            bench_records.write_json(document, out)
+            documents.write_json(document, out)
             print(f"sagelib study softmax: wrote {out}")
         return 0
     from sagelib import backends
@@ -126,9 +126,9 @@ def cmd_quant_breakdown(args) -> int:
         print(quant_breakdown.format_table(row["shape"], quant_breakdown.PassTimes(**row["times_ms"])), flush=True)
         rows.append(row)
     if out:
-        from sagelib.measure import recordings as bench_records
+        from sagelib.records import documents
 
-        bench_records.write_json(quant_breakdown.document(rows, _command("sagelib study quant-breakdown")), out)
+        documents.write_json(quant_breakdown.document(rows, _command("sagelib study quant-breakdown")), out)
         print(f"sagelib study quant-breakdown: wrote {out}")
     return 0
 
@@ -154,9 +154,9 @@ def cmd_ceilings(args) -> int:
     print(f"int8 torch._int_mm with row-major B: {row_major['tops']:.1f} TOPS "
           f"(median {row_major['stats']['median_ms']:.3f} ms)")
     if out:
-        from sagelib.measure import recordings as bench_records
+        from sagelib.records import documents
 
-        bench_records.write_json({"ceilings": ceilings, "int8_row_major_b_tops": row_major["tops"],
+        documents.write_json({"ceilings": ceilings, "int8_row_major_b_tops": row_major["tops"],
                                   "int8_row_major_b_stats": row_major["stats"]}, out)
         print(f"sagelib study ceilings: wrote {out}")
     return 0

@@ -99,8 +99,8 @@ def main(args) -> int:
         document, nonfinite = sweep_sm90.document(rows, " ".join(["sagelib sweep", *map(shlex.quote, given)]))
         if nonfinite:
             print(f"--out: {nonfinite} NaN or infinite figure(s) written as null", file=sys.stderr)
-        from sagelib.measure import recordings as bench_records
+        from sagelib.records import documents
 
-        bench_records.write_json(document, out)
+        documents.write_json(document, out)
         print(f"sagelib sweep: wrote {out}")
     return 0

@@ -155,9 +155,8 @@ SCHEMA = documents.MICROBENCH.id
 
 def latest_recording():
     """(rates, document, path) of the newest recorded run in data/results/, or (None, None, None)."""
-    from sagelib.measure import recordings as bench_records
 
-    document, path = bench_records.latest(schema=SCHEMA, stem="microbench")
+    document, path = documents.latest(schema=SCHEMA, stem="microbench")
     if document is None:
         return None, None, None
     fields = set(Rate.__dataclass_fields__)

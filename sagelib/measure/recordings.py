@@ -19,17 +19,7 @@ from sagelib.errors import InputError
 from sagelib.measure import bench, timing
 from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
-
-# the loader of recorded documents, by the names the notebooks and studies call through this module
-from sagelib.records.documents import (  # noqa: F401
-    RESULTS_DIR,
-    finite_only,
-    latest,
-    load_all,
-    newest_file,
-    resolve,
-    write_json,
-)
+from sagelib.records.documents import RESULTS_DIR, load_all, resolve, write_json
 
 REPO_ROOT = paths.REPO_ROOT
 NCU_SCHEMA = documents.NCU.id

@@ -177,11 +177,10 @@ def document(rows: list[dict], command: str) -> tuple[dict, int]:
     import torch
 
     from sagelib.measure import bench
-    from sagelib.measure import recordings as bench_records
     from sagelib.records import documents
     from sagelib.records.datafile import utc_stamp
 
     created = utc_stamp()
-    return bench_records.finite_only(
+    return documents.finite_only(
         {"schema": documents.SWEEP_SM90.id, "date": created[:10], "created_utc": created,
          "device": bench.device_summary(torch.device("cuda")), "command": command, "rows": rows})

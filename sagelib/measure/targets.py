@@ -179,12 +179,12 @@ def remeasures_of(document: dict, path: Path | None, directory: str | Path | Non
     """The recorded bench documents in ``directory`` (default data/results) other than ``path`` that name the same
     source tree and card as ``document`` and measured at least one target's case: the candidates
     :func:`evaluate` may read a target from instead; none when ``document`` names no tree."""
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
     tree, card = source_tree(document), (document.get("device") or {}).get("name")
     if not tree:
         return ()
-    found = bench_records.load_all(bench_records.RESULTS_DIR if directory is None else directory)
+    found = documents.load_all(documents.RESULTS_DIR if directory is None else directory)
     return tuple((doc, p) for doc, p in found
                  if (path is None or p.resolve() != Path(path).resolve()) and source_tree(doc) == tree
                  and (doc.get("device") or {}).get("name") == card
@@ -244,9 +244,9 @@ class Recording:
 def history(directory: str | Path | None = None, targets: tuple[Target, ...] = TARGETS) -> list[Recording]:
     """Every recorded bench document that measured at least one target's case, oldest first (by created_utc):
     how the targets moved from recording to recording."""
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
-    found = bench_records.load_all(bench_records.RESULTS_DIR if directory is None else directory)
+    found = documents.load_all(documents.RESULTS_DIR if directory is None else directory)
     recordings = []
     for document, path in found:
         statuses = tuple(evaluate(document, targets))
@@ -278,9 +278,9 @@ def format_history(recordings: list[Recording]) -> str:
 def latest_document(directory: str | Path | None = None) -> tuple[dict | None, Path | None]:
     """The newest recorded bench document (by its created_utc) that measured every target's case; failing that,
     the newest that measured the most of them; (None, None) when none measured any."""
-    from sagelib.measure import recordings as bench_records
+    from sagelib.records import documents
 
-    found = bench_records.load_all(bench_records.RESULTS_DIR if directory is None else directory)
+    found = documents.load_all(documents.RESULTS_DIR if directory is None else directory)
     scored = [(sum(s.met is not None for s in evaluate(doc)), i) for i, (doc, _) in enumerate(found)]
     best = max(scored, default=(0, -1))
     return found[best[1]] if best[0] > 0 else (None, None)

@@ -130,7 +130,7 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def documents(run_dir: Path, command: str, annotations: list[str]) -> dict[str, dict]:
+def run_documents(run_dir: Path, command: str, annotations: list[str]) -> dict[str, dict]:
     """suffix -> document, built from the run folder (no file written)."""
     run = _load(run_dir / "run.json")
     environment = _load(run_dir / "environment.json") if (run_dir / "environment.json").exists() else {}
@@ -160,13 +160,13 @@ def record(run_dir: Path, stem: str, command: str, annotations: list[str], resul
 
     if not (run_dir / "run.json").is_file():
         raise InputError(f"--from {str(run_dir)!r}: expected a `sagelib run` folder with run.json")
-    docs = documents(run_dir, command, annotations)
+    docs = run_documents(run_dir, command, annotations)
     card = recordings._slug(docs[""]["device"]["name"])
-    folder = recordings.resolve(results_dir if results_dir is not None else recordings.RESULTS_DIR)
+    folder = documents.resolve(results_dir if results_dir is not None else documents.RESULTS_DIR)
     targets = {suffix: folder / f"{(docs['']['created_utc'] or '')[:10]}-{card}-{stem}{suffix}.json"
                for suffix in docs}
     taken = [str(p) for p in targets.values() if p.exists()]
     if taken:
         raise InputError(f"--record {stem!r}: {', '.join(taken)} already exist(s); recordings are never overwritten, "
                          "pick another stem")
-    return [recordings.write_json(document, targets[suffix]) for suffix, document in docs.items()]
+    return [documents.write_json(document, targets[suffix]) for suffix, document in docs.items()]

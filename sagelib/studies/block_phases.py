@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagelib.errors import InputError
-from sagelib.measure.recordings import RESULTS_DIR, newest_file
+from sagelib.records.documents import RESULTS_DIR, newest_file
 
 PHASES = ("softmax", "turn", "issue", "wait", "fold")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sagelib.measure import recordings as bench_records
+from sagelib.records import documents
 from sagelib.studies.unit_bounds import FLOOR, SERIAL
 
 
@@ -42,9 +42,9 @@ def kernel_only_records(document: dict, call: Call, backend: str = "cuda-sm90",
 
 
 def newest_with(call: Call, backend: str, causal: tuple[bool, ...] = (False,),
-                directory: str | Path = bench_records.RESULTS_DIR) -> tuple[dict | None, Path | None]:
+                directory: str | Path = documents.RESULTS_DIR) -> tuple[dict | None, Path | None]:
     """The newest bench recording (any file) with kernel-only records of ``backend`` at ``call``, or (None, None)."""
-    return next(((document, path) for document, path in reversed(bench_records.load_all(directory))
+    return next(((document, path) for document, path in reversed(documents.load_all(directory))
                  if kernel_only_records(document, call, backend, causal)), (None, None))
 
 
@@ -80,7 +80,7 @@ def geometry_rows(document: dict, call: Call, preset: str = "cuda-sm90", other: 
 
 
 def recorded_tops(call: Call, head_dim: int, backend: str = "cuda-sm90",
-                  directory: str | Path = bench_records.RESULTS_DIR) -> float | None:
+                  directory: str | Path = documents.RESULTS_DIR) -> float | None:
     """The newest recorded kernel-only TOPS of ``backend`` at ``call`` and ``head_dim`` (non-causal), or None."""
     one = Call(call.batch, call.heads, call.n_tokens, (head_dim,))
     document, _ = newest_with(one, backend, directory=directory)

@@ -169,7 +169,7 @@ def measure(shape, rounds: int = 5, seed: int = 0) -> dict:
 def latest_recording(directory: str | Path | None = None) -> tuple[list[dict], Path | None]:
     """The rows of the newest ``*-quant-breakdown.json`` in ``directory`` (default data/results) and its path, or
     ([], None); a file of another schema is refused."""
-    from sagelib.measure.recordings import RESULTS_DIR, newest_file
+    from sagelib.records.documents import RESULTS_DIR, newest_file
 
     path = newest_file(STEM, ".json", RESULTS_DIR if directory is None else directory)
     if path is None:

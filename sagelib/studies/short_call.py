@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagelib.errors import InputError
-from sagelib.measure.recordings import RESULTS_DIR, newest_file
+from sagelib.records.documents import RESULTS_DIR, newest_file
 
 BESIDE_STEM = "quant-beside-attention"
 FUSION_STEM = "sm90-entry-fusion-producer"

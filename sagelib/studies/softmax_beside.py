@@ -83,9 +83,8 @@ def latest_recording(directory=None, stem: str = STEM):
     :data:`TWO_SOFTMAX_STEM` for the two-softmax recordings."""
     import json
 
-    from sagelib.measure import recordings as bench_records
 
-    path = bench_records.newest_file(stem, ".json", directory or bench_records.RESULTS_DIR)
+    path = documents.newest_file(stem, ".json", directory or documents.RESULTS_DIR)
     if path is None:
         return None, None, None
     document = json.loads(path.read_text())

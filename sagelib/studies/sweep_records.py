@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagelib.errors import InputError
-from sagelib.measure import recordings as bench_records
 from sagelib.records import documents
 
 SCHEMA = documents.SWEEP_SM90.id
@@ -86,10 +85,10 @@ def experiment_name(path: Path) -> str:
     return match.group(1) if match else path.stem
 
 
-def load_ratios(directory: str | Path = bench_records.RESULTS_DIR) -> list[VariantRatio]:
+def load_ratios(directory: str | Path = documents.RESULTS_DIR) -> list[VariantRatio]:
     """The ratios of every recorded sweep in ``directory``, oldest file first."""
     found = []
-    for document, path in bench_records.load_all(directory, SCHEMA):
+    for document, path in documents.load_all(directory, SCHEMA):
         found += ratios(document, experiment_name(path))
     return found
 
