@@ -56,6 +56,11 @@ class ContractConfig:
     causal_alignment: str = "bottom_right"
     sm_scale: float | None = None  #: None = head_dim ** -0.5 of the unpadded head_dim
     lse_correction: str = "fp32"
+    #: The GPU the kernel runs on (one of presets.TARGETS); None = the preset's own (sm89 / sm90). It decides
+    #: the default ``mma_accumulator``: e4m3 mma.sync accumulates in FP22 on Ada but in fp32 on Hopper.
+    target: str | None = None
+    #: What the fp8 MMA's accumulator keeps of each k32 step: "fp22" or "fp32"; None = the target's.
+    mma_accumulator: str | None = None
     #: The running max is stored as (max - fp8_offset); any value cancels, 8.807 makes max(P) ~ 448.
     fp8_offset: float = P.FP8_OFFSET
     #: Keys per online-softmax step and inner-accumulator span; None = the preset's cta_k. For
@@ -72,6 +77,11 @@ class ContractConfig:
         _check_choice("pv_accum", self.pv_accum, P.PV_ACCUM_MODES)
         _check_choice("causal_alignment", self.causal_alignment, P.CAUSAL_ALIGNMENTS)
         _check_choice("lse_correction", self.lse_correction, P.LSE_CORRECTIONS)
+        if self.target is not None:
+            _check_choice("target", self.target, P.TARGETS)
+            P.mma_accumulator_for(self.preset, self.target)  # a preset that cannot run there is refused
+        if self.mma_accumulator is not None:
+            _check_choice("mma_accumulator", self.mma_accumulator, P.MMA_ACCUMULATORS)
         if self.smooth_v and self.pv_accum != "fp32+fp32" and self.pv_accum != "fp32":
             raise ValueError(
                 f"smooth_v: only defined for the fp32 accumulation modes, got pv_accum={self.pv_accum!r}; "
@@ -90,6 +100,11 @@ class ContractConfig:
     def geometry(self) -> P.Preset:
         preset = P.PRESETS[self.preset]
         return preset if self.cta_k is None else replace(preset, cta_k=self.cta_k)
+
+    @property
+    def accumulator(self) -> str:
+        """The fp8 MMA accumulator in force: ``mma_accumulator``, else the target's (presets table)."""
+        return self.mma_accumulator or P.mma_accumulator_for(self.preset, self.target)
 
     @property
     def quantizer_flavour(self) -> str:

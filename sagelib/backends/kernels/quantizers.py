@@ -37,6 +37,7 @@ from sagelib.contract.validate import (
     check_layout,
     check_qk,
     check_qkv,
+    check_score_range,
     check_tensor,
     default_sm_scale,
     to_hnd,
@@ -219,6 +220,8 @@ def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, gran
     if not smooth_k:
         raise InputError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
     flavour = resolve_flavour(flavour, target.preset, granularity)
+    if check_finite:  # with the finite scan: scores that would overflow float32 are refused, as the contract does
+        check_score_range(q, k, default_sm_scale(shapes.head_dim, sm_scale))
     qh = kernel_operand(to_hnd(q, layout), width)
     kh = kernel_operand(to_hnd(k, layout), width)
     vh = kernel_operand(to_hnd(v, layout), width)
