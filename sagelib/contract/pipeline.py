@@ -16,7 +16,13 @@ import torch
 
 from sagelib.contract import presets as P
 from sagelib.contract.config import ContractConfig
-from sagelib.contract.fp8 import quantize_v_hnd, round_e4m3, round_fp16, round_fp32, truncate_fp22
+from sagelib.contract.fp8 import (
+    quantize_v_hnd,
+    round_e4m3,
+    round_fp16,
+    round_fp32,
+    truncate_fp22,
+)
 from sagelib.contract.quantize import _quantize_qk_hnd, k_group_index, q_group_index
 from sagelib.contract.smoothing import k_mean
 from sagelib.contract.validate import (
