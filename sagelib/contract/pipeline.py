@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 from sagelib.contract.config import ContractConfig
 from sagelib.contract.fp8 import (
     quantize_v_hnd,
@@ -233,13 +234,14 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm90",
     (the GPU the kernel runs on: "sm89", "sm90", "sm120", "sm121"; None = the preset's own) and
     mma_accumulator ("fp22" or "fp32"; None = the target's, see presets.MMA_ACCUMULATOR_BY_TARGET).
     """
-    config = ContractConfig(preset=preset, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
+    config = ContractConfig(preset=preset, granularity=granularity, pv_accum=pv_accum, causal=causal,
                             sm_scale=sm_scale).with_options(**options)
     return run(q, k, v, config, layout=layout, return_lse=return_lse)
 
 
 def run(q, k, v, config: ContractConfig, layout: str = "HND", return_lse: bool = False):
     """:func:`attention` with a ready ContractConfig."""
+    check_flag("return_lse", return_lse)
     shapes = check_qkv(q, k, v, layout, check_finite=config.check_finite)
     out, lse = attention_hnd(to_hnd(q, layout), to_hnd(k, layout), to_hnd(v, layout), config, shapes, return_lse)
     out = from_hnd(out, layout)

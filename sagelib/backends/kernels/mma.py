@@ -18,6 +18,7 @@ from sagelib.backends.kernels.operands import (
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 from sagelib.cuda import instances, params
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import launch
@@ -69,6 +70,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm89", granularity="per_thread",
               pv_accum="fp32+fp32", return_lse=False, **options):
     """Our kernels behind :func:`sagelib.contract.attention`'s call (preset must be 'sm89')."""
+    check_flag("return_lse", return_lse)  # before anything is quantized
     options = checked_options(MMA_TARGET, preset, options)
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)

@@ -31,6 +31,7 @@ from sagelib.backends.kernels.operands import (
     strides,
 )
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_call, check_flag
 from sagelib.contract.fp8 import QuantizedV
 from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
 from sagelib.contract.validate import (
@@ -208,6 +209,8 @@ def quantize_v(v, layout="HND", preset="sm90", pv_accum="fp32+fp32", smooth_v=Fa
 def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
                 smooth_k, causal_alignment, check_finite) -> PreparedAttention:
     """Validate and quantize q, k, v (stages 1, 2, 5) the way ``target`` reads them."""
+    check_call(causal=causal, sm_scale=sm_scale, check_finite=check_finite)
+    check_flag("smooth_k", smooth_k)
     shapes = check_qkv(q, k, v, layout, check_finite=check_finite)
     width = kernel_head_dim(shapes.head_dim)
     require_cuda(("q", q), ("k", k), ("v", v))
@@ -232,5 +235,5 @@ def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, gran
     return PreparedAttention(
         q_int8=q_int8, q_scale=q_scale, k_int8=kv.k_int8, k_scale=kv.k_scale, km=kv.km, v_fp8=kv.v_fp8,
         v_scale=kv.v_scale, q_hnd=to_hnd(q, layout), n_q=shapes.n_q, n_kv=shapes.n_kv, head_dim=shapes.head_dim,
-        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
+        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=causal,
         causal_alignment=causal_alignment, sm_scale=default_sm_scale(shapes.head_dim, sm_scale))

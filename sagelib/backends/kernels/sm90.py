@@ -41,6 +41,7 @@ from sagelib.backends.kernels.operands import (
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 from sagelib.cuda import instances, params
 from sagelib.cuda.build import load_function, macro_options
 from sagelib.cuda.launch import launch
@@ -239,6 +240,7 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET,
     Besides the contract's options, ``stages`` picks the K/V ring depth (:func:`check_stages`);
     the contract's ``cta_k`` (None or 64) picks the kernel's geometry (:func:`geometry_for`).
     """
+    check_flag("return_lse", return_lse)  # before anything is quantized
     options = checked_options(TARGET, preset, options, extra=("stages", "cta_k"))
     stages, cta_k = options.pop("stages", None), options.pop("cta_k", None)
     geometry_for(cta_k)  # refuse an unbuilt cta_k before quantizing anything
