@@ -1,8 +1,7 @@
 """SageAttention2 (thu-ml/SageAttention, built from source) as a peer: its real CUDA kernels.
 
-SageAttention2's CUDA kernels are not on PyPI; ``.peer/sageattention2.sh`` (a copy of the shared peer
-script) builds them from the public source into ``.peer/SageAttention`` in about four minutes on a
-GPU machine. This module imports that build (or any installed ``sageattention`` 2.x) and exposes the
+SageAttention2's CUDA kernels are not on PyPI; ``scripts/build_peer.sh`` builds them from the public
+source into ``.peer/SageAttention`` in about four minutes on a GPU machine (docs/design/peers.md). This module imports that build (or any installed ``sageattention`` 2.x) and exposes the
 three configurations the workbook measures against:
 
 =========================  ======================================================================
@@ -33,7 +32,7 @@ from sagelib.errors import InputError
 
 #: Where the peer script leaves the built source tree (git-ignored); SAGELIB_PEER_DIR overrides it.
 DEFAULT_PEER_DIR = paths.REPO_ROOT / ".peer" / "SageAttention"
-_BUILD_HINT = ("build it with `bash .peer/sageattention2.sh build .peer/SageAttention OUT` on a GPU machine "
+_BUILD_HINT = ("build it with `scripts/build_peer.sh source && scripts/build_peer.sh build` on a GPU machine "
                "(docs/design/peers.md), or install SageAttention 2 from source")
 
 
