@@ -4,15 +4,16 @@
 #
 #   scripts/build_peer.sh source [GIT]   copy the pinned commit's source from GIT (a clone, a bare mirror or a
 #                                        URL; default https://github.com/thu-ml/SageAttention) to .peer/SageAttention
-#   scripts/build_peer.sh build          compile its CUDA extensions in place (a GPU machine with torch and nvcc;
-#                                        about 4 minutes on 16 cores; TORCH_CUDA_ARCH_LIST defaults to 9.0)
+#   scripts/build_peer.sh build [--skip-sm80]   compile its CUDA extensions in place (a GPU machine with torch
+#                                        and nvcc; minutes on 16 cores; TORCH_CUDA_ARCH_LIST defaults to 9.0);
+#                                        --skip-sm80 leaves out the fp16-P.V extension no peer here uses
 #   scripts/build_peer.sh pack DIR       the built modules as DIR/peer_so.part.* (under 15 MiB each), to carry
 #   scripts/build_peer.sh unpack DIR     put packed modules back (skips the build on a machine like the first)
 #   scripts/build_peer.sh check          import it and name the entry points found
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PIN=d1a57a5            # the commit every recorded peer measurement used
-DEST=.peer/SageAttention
+DEST=${PEER_DEST:-.peer/SageAttention}   # where sagelib looks by default (SAGELIB_PEER_DIR overrides)
 PATHS=(csrc sageattention setup.py pyproject.toml LICENSE README.md)
 
 case "${1:-}" in
@@ -39,9 +40,14 @@ case "${1:-}" in
     echo "SageAttention source at $DEST (commit $(git --git-dir="$gitdir" rev-parse --short "$rev"); pinned $PIN)" ;;
   build)
     [ -f "$DEST/setup.py" ] || { echo "no source at $DEST: run '$0 source' first" >&2; exit 2; }
+    if [ "${2:-}" = --skip-sm80 ]; then
+      # the fp16-P.V (sm80) extension is not a peer we measure; the package imports without it
+      sed -i 's/^\(\s*\)if HAS_SM80 or HAS_SM86 or HAS_SM89 .*:\s*$/\1if False:  # sm80 skipped by build_peer.sh/' "$DEST/setup.py"
+    fi
+    # the extensions build side by side (-j), each with MAX_JOBS parallel nvcc processes
     (cd "$DEST" && MAX_JOBS=${MAX_JOBS:-$(nproc)} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0} \
-       python3 setup.py build_ext --inplace) > .peer/build.log 2>&1 || { tail -30 .peer/build.log; exit 1; }
-    echo "built: $(cd "$DEST" && ls sageattention/*.so | tr '\n' ' ')(log: .peer/build.log)" ;;
+       python3 setup.py build_ext --inplace -j 4) > "$DEST/../build.log" 2>&1 || { tail -30 "$DEST/../build.log"; exit 1; }
+    echo "built: $(cd "$DEST" && ls sageattention/*.so | tr '\n' ' ')(log: $DEST/../build.log)" ;;
   pack)
     out=${2:?usage: $0 pack DIR}; mkdir -p "$out"
     (cd "$DEST" && tar czf - sageattention/*.so) | split -b 15M - "$out/peer_so.part."
