@@ -262,7 +262,6 @@ def test_pin_fp8_offset_in_the_running_max(preset, dtype):
 
 # ---- pin 5: V's multiplier is fl32(448 * fl32(1 / amax)) (the reciprocal form) ----------
 
-@pytest.mark.xfail(strict=True, reason="V multiplier reciprocal form lands with the lead's change")
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_pin_v_multiplier_is_a_rounded_reciprocal_times_scale_max(preset, dtype):
