@@ -9,7 +9,8 @@ cuda-sm90      our Hopper kernel (sm_90 GPUs: H100, H200)
 cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64
 sdpa-*         PyTorch scaled_dot_product_attention with one SDPA backend
 sage           the ``sageattention`` package, when it is installed
-auto           ``cuda-sm90`` on sm_90, ``cuda`` on other GPUs with CuPy, else ``reference``
+auto           ``cuda-sm90`` on sm_90 (unless SAGELIB_HOPPER=off), ``cuda`` on other GPUs with CuPy, else
+               ``reference``
 =============  =============================================================
 
 Every backend answers the same call as :func:`sagelib.contract.attention`
