@@ -120,7 +120,8 @@ def test_every_kernel_compiles_for_every_target_without_new_spills(tmp_path):
     for t in result.targets:  # shared memory per block, dynamic included, within each target's limit
         for k in t.kernels:
             assert k.smem_per_block <= check.SHARED_MEMORY_PER_BLOCK[k.arch], k.key
-            assert (k.dynamic_smem_bytes > 0) == (t.file == "attn_mma.cu"), k.key
+            if check.shutil.which("c++filt"):  # the launcher's dynamic figure is found by the demangled name
+                assert (k.dynamic_smem_bytes > 0) == (t.file == "attn_mma.cu"), k.key
     assert {t.arch for t in result.targets if t.file == "attn_mma.cu"} >= {"sm_120a", "sm_121a"}
     names = {k.kernel for t in result.targets for k in t.kernels}
     assert len(names) == sum(len(INSTANCES[f]) * len(check.builds(f)) for f in INSTANCES)
