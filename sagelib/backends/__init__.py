@@ -10,7 +10,8 @@ cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64
 sdpa-*         PyTorch scaled_dot_product_attention with one SDPA backend
 sage           the ``sageattention`` package, when it is installed
 sage2-*        SageAttention2's real CUDA kernels, built from source (``sagelib.backends.sage2``)
-auto           ``cuda-sm90`` on sm_90, ``cuda`` on other GPUs with CuPy, else ``reference``
+auto           ``cuda-sm90`` on sm_90 (unless SAGELIB_HOPPER=off), ``cuda`` on other GPUs with CuPy, else
+               ``reference``
 =============  =============================================================
 
 Every backend answers the same call as :func:`sagelib.contract.attention`

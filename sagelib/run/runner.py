@@ -171,7 +171,9 @@ def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str
 
     plan.folder.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
-    warnings = [w for w in (kernel_warning(),) if w]
+    from sagelib.cuda.features import switched_off_reason
+
+    warnings = [w for w in (kernel_warning(), switched_off_reason()) if w]
     for w in warnings:
         log(f"warning: {w}")
     environment = run_report.write_environment(plan.folder, plan.cwd)

@@ -23,7 +23,7 @@ from sagelib.cuda import instances, params
 from sagelib.cuda.build import load_function
 from sagelib.cuda.launch import launch
 
-ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
+ATTN_THREADS, ATTN_CTA_Q = instances.ATTN_MMA_THREADS, instances.ATTN_MMA_CTA_Q  #: 4 warps x 32 query rows
 
 
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
@@ -63,7 +63,7 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
                             n_pad=p.v_fp8.shape[-1], heads_q=h_q, heads_kv=h_kv, q_groups=p.q_scale.shape[-1],
                             k_groups=p.k_scale.shape[-1], flags=flags, causal_shift=shift,
                             sm_scale_log2e=p.sm_scale * P.LOG2E),
-           shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
+           shared_mem=instances.attn_mma_shared_bytes(width), name="attn_mma_kernel")
     return finish_outputs(p, out, lse)
 
 

@@ -109,14 +109,11 @@ def _options_of(text: str) -> tuple[str, ...]:
 
 
 def unavailable_reason() -> str | None:
-    """None on an sm_90 GPU; otherwise why the Hopper kernel cannot run here."""
-    if not torch.cuda.is_available():
-        return "needs an sm_90 GPU (H100/H200); torch sees no CUDA GPU on this machine"
-    major, minor = torch.cuda.get_device_capability()
-    if (major, minor) != (9, 0):
-        return (f"needs an sm_90 GPU (wgmma, TMA, setmaxnreg); this one is sm_{major}{minor}: "
-                "use the 'cuda' backend (the portable mma.sync kernel)")
-    return None
+    """None on an sm_90 GPU with the Hopper paths on; otherwise why the Hopper kernel cannot run here
+    (the setting that switches them off first: :mod:`sagelib.cuda.features`)."""
+    from sagelib.cuda.features import hopper_unavailable_reason
+
+    return hopper_unavailable_reason()
 
 
 def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None) -> int:
