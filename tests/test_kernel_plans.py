@@ -179,3 +179,20 @@ def test_plans_can_be_switched_off(monkeypatch):
     assert not plans.enabled()
     monkeypatch.setenv("SAGELIB_LAUNCH_PLANS", "1")
     assert plans.enabled()
+
+
+def test_a_plan_keeps_no_callers_tensor_alive(doubles):
+    import gc
+    import weakref
+
+    call = dict(layout="NHD", causal=True, sm_scale=None, granularity="per_thread", pv_accum="fp32+fp32",
+                causal_alignment="bottom_right", cta_k=None)
+    for kernel in ("sm90", "mma"):
+        q, k, v = _qkv("NHD")
+        plan = plans.Plan(kernel, q, k, v, stream=0, **call)
+        out = plan(q, k, v)
+        refs = [weakref.ref(t) for t in (q, k, v, out)]
+        del q, k, v, out
+        gc.collect()
+        assert all(r() is None for r in refs), kernel
+        assert plan.supported

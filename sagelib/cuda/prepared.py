@@ -132,6 +132,9 @@ class PreparedLaunch:
         set_dynamic_smem(spec.function, spec.shared_mem)
         if self.direct:
             self._pack()
+        for i, name in zip(self.index, self.dynamic):  # hold no caller's tensor: each call names its own
+            self.args[i] = None
+            spec.values[name] = None
 
     def _pack(self) -> None:
         offsets, size, _ = params.layout(self.spec.struct)

@@ -98,6 +98,7 @@ class Plan:
         self.quant_q = PreparedLaunch(q_spec, ("x",), direct=self.direct)
         self.quant_kv = PreparedLaunch(kv_spec, ("k", "v"), direct=self.direct)
         self.attend = PreparedLaunch(attn, ("out",), direct=self.direct)
+        prepared.q_hnd = None  # (kept for the lse only, which plans do not return) no caller's tensor stays alive
 
     def __call__(self, q, k, v) -> torch.Tensor:
         stream, index = self.stream, self.device_index
