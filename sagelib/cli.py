@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "sagelib.commands.gpu_run",
     "sagelib.commands.bench",
     "sagelib.commands.targets",
+    "sagelib.commands.parity",
     "sagelib.commands.profile",
     "sagelib.commands.log",
     "sagelib.commands.inventory",

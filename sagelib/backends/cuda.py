@@ -112,7 +112,10 @@ class CudaSm90Backend(CudaBackend):
         self.description = f"our Hopper kernel: INT8 QK / e4m3 PV wgmma, TMA, sm90 preset, {granularity}, fp32+fp32"
 
     def unavailable_reason(self) -> str | None:
-        reason = super().unavailable_reason()
+        from sagelib.cuda.features import switched_off_reason
+
+        # the setting first: with the Hopper paths off the reason names it on any machine
+        reason = switched_off_reason() or super().unavailable_reason()
         if reason is not None:
             return reason
         from sagelib.backends.kernels import sm90

@@ -42,6 +42,9 @@ def register(subparsers) -> None:
     parser.add_argument("--profiles", metavar="FILE",
                         help="profiles file (default: profiles.yaml in the notebooks folder)")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+    parser.add_argument("--no-hopper", action="store_true",
+                        help="switch the Hopper paths off (sets SAGELIB_HOPPER=off for the notebooks): the run a card "
+                             "without wgmma and TMA gets (sm_89, sm_120, sm_121)")
     parser.set_defaults(func=main)
 
 
@@ -53,6 +56,11 @@ def main(args) -> int:
                                    "or leave --profiles out to use the one in the notebooks folder")
     if args.list:
         return list_notebooks(notebooks_dir, profiles_path, args.only, args.profile)
+    from sagelib.cuda import features
+
+    if args.no_hopper:
+        features.switch_off()  # the notebooks' kernels inherit it
+    features.hopper_switched_off()  # a malformed SAGELIB_HOPPER is refused before anything runs
     profile = args.profile or parameters.default_profile()
     try:
         plan = runner.plan_run(

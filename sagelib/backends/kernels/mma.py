@@ -18,11 +18,12 @@ from sagelib.backends.kernels.operands import (
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
 from sagelib.cuda.prepared import LaunchSpec, run_spec
 
-ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
+ATTN_THREADS, ATTN_CTA_Q = instances.ATTN_MMA_THREADS, instances.ATTN_MMA_CTA_Q  #: 4 warps x 32 query rows
 
 
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
@@ -67,12 +68,13 @@ def attention_spec(p: PreparedAttention, out_hnd, lse, build_options: tuple[str,
                            **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv, n_pad=p.v_fp8.shape[-1],
                            heads_q=h_q, heads_kv=h_kv, q_groups=p.q_scale.shape[-1], k_groups=p.k_scale.shape[-1],
                            flags=flags, causal_shift=shift, sm_scale_log2e=p.sm_scale * P.LOG2E),
-                      shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
+                      shared_mem=instances.attn_mma_shared_bytes(width), name="attn_mma_kernel")
 
 
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm89", granularity="per_thread",
               pv_accum="fp32+fp32", return_lse=False, **options):
     """Our kernels behind :func:`sagelib.contract.attention`'s call (preset must be 'sm89')."""
+    check_flag("return_lse", return_lse)  # before anything is quantized
     options = checked_options(MMA_TARGET, preset, options)
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)

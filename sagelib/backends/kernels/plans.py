@@ -67,9 +67,9 @@ class Plan:
     def __init__(self, kernel: str, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, causal_alignment,
                  cta_k, stream: int):
         target = sm90.TARGET if kernel == "sm90" else mma.MMA_TARGET
-        shapes, width, flavour = checked_call(target, q, k, v, layout=layout, granularity=granularity,
-                                              pv_accum=pv_accum, flavour=None, smooth_k=True,
-                                              causal_alignment=causal_alignment, check_finite=False)
+        shapes, width, flavour = checked_call(target, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                                              granularity=granularity, pv_accum=pv_accum, flavour=None,
+                                              smooth_k=True, causal_alignment=causal_alignment, check_finite=False)
         operands = tuple(to_hnd(x, layout) for x in (q, k, v))
         self.supported = width == shapes.head_dim and all(kernel_operand(x, width) is x for x in operands)
         if not self.supported:
@@ -126,7 +126,7 @@ def run(kernel: str, q, k, v, *, causal=False, sm_scale=None, layout="HND", gran
             return None
         stream = torch._C._cuda_getCurrentRawStream(index)
         key = (kernel, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype, k.dtype, v.dtype,
-               index, k.get_device(), v.get_device(), layout, bool(causal), sm_scale, granularity, pv_accum,
+               index, k.get_device(), v.get_device(), layout, causal, sm_scale, granularity, pv_accum,
                causal_alignment, cta_k, stream)
     except (AttributeError, TypeError):
         return None

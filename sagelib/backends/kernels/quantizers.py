@@ -31,12 +31,14 @@ from sagelib.backends.kernels.operands import (
     strides,
 )
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_call, check_flag
 from sagelib.contract.fp8 import QuantizedV
 from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
 from sagelib.contract.validate import (
     check_layout,
     check_qk,
     check_qkv,
+    check_score_range,
     check_tensor,
     default_sm_scale,
     to_hnd,
@@ -236,9 +238,10 @@ def quantize_v(v, layout="HND", preset="sm90", pv_accum="fp32+fp32", smooth_v=Fa
 def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
                 smooth_k, causal_alignment, check_finite) -> PreparedAttention:
     """Validate and quantize q, k, v (stages 1, 2, 5) the way ``target`` reads them."""
-    shapes, width, flavour = checked_call(target, q, k, v, layout=layout, granularity=granularity,
-                                          pv_accum=pv_accum, flavour=flavour, smooth_k=smooth_k,
-                                          causal_alignment=causal_alignment, check_finite=check_finite)
+    shapes, width, flavour = checked_call(target, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                                          granularity=granularity, pv_accum=pv_accum, flavour=flavour,
+                                          smooth_k=smooth_k, causal_alignment=causal_alignment,
+                                          check_finite=check_finite)
     operands = tuple(kernel_operand(to_hnd(x, layout), width) for x in (q, k, v))
     q_spec, kv_launch, prepared = operand_specs(target, q, *operands, shapes=shapes, layout=layout,
                                                 granularity=granularity, pv_accum=pv_accum, flavour=flavour,
@@ -248,9 +251,11 @@ def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, gran
     return prepared
 
 
-def checked_call(target: KernelTarget, q, k, v, *, layout, granularity, pv_accum, flavour, smooth_k,
-                 causal_alignment, check_finite):
+def checked_call(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
+                 smooth_k, causal_alignment, check_finite):
     """(shapes, the kernels' head dim, the flavour) of an attention call for ``target``, every input checked."""
+    check_call(causal=causal, sm_scale=sm_scale, check_finite=check_finite)
+    check_flag("smooth_k", smooth_k)
     shapes = check_qkv(q, k, v, layout, check_finite=check_finite)
     width = kernel_head_dim(shapes.head_dim)
     require_cuda(("q", q), ("k", k), ("v", v))
@@ -262,6 +267,8 @@ def checked_call(target: KernelTarget, q, k, v, *, layout, granularity, pv_accum
         raise InputError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
     if not smooth_k:
         raise InputError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
+    if check_finite:  # with the finite scan: scores that would overflow float32 are refused, as the contract does
+        check_score_range(q, k, default_sm_scale(shapes.head_dim, sm_scale))
     return shapes, width, resolve_flavour(flavour, target.preset, granularity)
 
 
@@ -278,6 +285,6 @@ def operand_specs(target: KernelTarget, q, qh, kh, vh, *, shapes, layout, granul
     prepared = PreparedAttention(
         q_int8=q_int8, q_scale=q_scale, k_int8=kv.k_int8, k_scale=kv.k_scale, km=kv.km, v_fp8=kv.v_fp8,
         v_scale=kv.v_scale, q_hnd=to_hnd(q, layout), n_q=shapes.n_q, n_kv=shapes.n_kv, head_dim=shapes.head_dim,
-        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
+        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=causal,
         causal_alignment=causal_alignment, sm_scale=default_sm_scale(shapes.head_dim, sm_scale))
     return q_spec, kv_launch, prepared

@@ -41,6 +41,7 @@ from sagelib.backends.kernels.operands import (
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 from sagelib.cuda import instances
 from sagelib.cuda.build import load_function, macro_options
 from sagelib.cuda.prepared import LaunchSpec, run_spec
@@ -108,14 +109,11 @@ def _options_of(text: str) -> tuple[str, ...]:
 
 
 def unavailable_reason() -> str | None:
-    """None on an sm_90 GPU; otherwise why the Hopper kernel cannot run here."""
-    if not torch.cuda.is_available():
-        return "needs an sm_90 GPU (H100/H200); torch sees no CUDA GPU on this machine"
-    major, minor = torch.cuda.get_device_capability()
-    if (major, minor) != (9, 0):
-        return (f"needs an sm_90 GPU (wgmma, TMA, setmaxnreg); this one is sm_{major}{minor}: "
-                "use the 'cuda' backend (the portable mma.sync kernel)")
-    return None
+    """None on an sm_90 GPU with the Hopper paths on; otherwise why the Hopper kernel cannot run here
+    (the setting that switches them off first: :mod:`sagelib.cuda.features`)."""
+    from sagelib.cuda.features import hopper_unavailable_reason
+
+    return hopper_unavailable_reason()
 
 
 def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None) -> int:
@@ -256,6 +254,7 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET,
     Besides the contract's options, ``stages`` picks the K/V ring depth (:func:`check_stages`);
     the contract's ``cta_k`` (None or 64) picks the kernel's geometry (:func:`geometry_for`).
     """
+    check_flag("return_lse", return_lse)  # before anything is quantized
     options = checked_options(TARGET, preset, options, extra=("stages", "cta_k"))
     stages, cta_k = options.pop("stages", None), options.pop("cta_k", None)
     geometry_for(cta_k)  # refuse an unbuilt cta_k before quantizing anything
