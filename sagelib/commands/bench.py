@@ -5,6 +5,7 @@
     sagelib bench --list                # backends and whether each can run here
     sagelib bench --suite default --out bench.json   # the full bench `sagelib targets` reads (quantizers first)
     sagelib bench --suite quick | --suite quant      # fewer shapes and reps | the quantizers alone
+    sagelib bench --host-overhead --out host.json   # host us per call, TOPS back to back vs synced (issue 33)
 
 Prints a table (median, IQR, TOPS, ratio to every peer in the run, output check) and, with
 --out, writes the JSON document of :mod:`sagelib.measure.bench` (environment, ceilings, every record).
@@ -65,6 +66,9 @@ def register(subparsers) -> None:
                              f"before it left (default {CUDA_COOLDOWN_S:g} on cuda, 0 on cpu)")
     parser.add_argument("--no-kernel-only", action="store_true",
                         help="skip the kernel-only timing of quantized backends")
+    parser.add_argument("--no-user-view", action="store_true",
+                        help="skip what a caller sees besides back-to-back GPU time: the 'synced' rows (a sync after "
+                             "each call) and the 'host' rows (host time per call, no sync)")
     parser.add_argument("--ceilings", choices=("measure", "skip"),
                         help="measure the card's int8/fp8/bf16 GEMM and copy ceilings first (default measure; "
                              "skip with --suite)")
@@ -74,6 +78,11 @@ def register(subparsers) -> None:
     parser.add_argument("--out", metavar="FILE.json", help="write the JSON document here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--list", action="store_true", help="list backends and whether each can run here")
+    parser.add_argument("--host-overhead", action="store_true",
+                        help="host microseconds per call (no sync, median of 5 x 50 calls) of our backends, the "
+                             "sagelib.attention op and SDPA at B1 H8 N256 D128 and B32 H32 N1024 D128, and TOPS back "
+                             "to back vs a sync after each call at B2 H32 N16384 D128 and B32 H32 N1024 D128 "
+                             "(--backends overrides the backends)")
     parser.set_defaults(func=main)
 
 
@@ -169,7 +178,8 @@ def _plan(args, suite=None):
         if args.device == "cpu" and name != "reference":
             raise UsageError(f"--backends: {name!r} needs --device cuda; on the CPU only 'reference' runs")
     return SweepPlan(backends=list(dict.fromkeys(names)), shapes=shapes, causal=causal, dtype=args.dtype,
-                     layout=args.layout, kernel_only=not args.no_kernel_only, timing=timing, seed=args.seed)
+                     layout=args.layout, kernel_only=not args.no_kernel_only, timing=timing, seed=args.seed,
+                     user_view=args.device == "cuda" and not args.no_user_view)
 
 
 def list_backends() -> int:
@@ -183,6 +193,8 @@ def list_backends() -> int:
 def main(args) -> int:
     if args.list:
         return list_backends()
+    if args.host_overhead:
+        return host_overhead(args)
     suite = apply_suite(args)
     if suite is not None:
         import torch
@@ -249,4 +261,29 @@ def run_quant_suite(args) -> int:
     if out:
         documents.write_json(quantizers, out)
         print(f"sagelib bench: wrote {out}")
+    return 0
+
+
+def host_overhead(args) -> int:
+    """``--host-overhead``: sagelib.measure.host_time's protocol, printed and with --out written as JSON."""
+    import json
+
+    import torch
+
+    from sagelib.measure import host_time, recordings
+
+    out = output_file("--out", args.out) if args.out else None
+    if not torch.cuda.is_available():
+        raise KernelUnavailable(f"--host-overhead: no CUDA GPU is visible to torch {torch.__version__}; "
+                                "run it on a GPU host")
+    names = host_time.HOST_BACKENDS if args.backends is None else [n for n in args.backends.split(",") if n]
+    usable, skipped = recordings.usable_backends(list(names))
+    for name, reason in skipped.items():
+        print(f"sagelib bench: backend {name}: skipped ({reason})", file=sys.stderr)
+    document = host_time.host_overhead(torch.device("cuda"), usable)
+    document["command"] = "sagelib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    print(host_time.format_host_overhead(document))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(document, indent=1))
     return 0
