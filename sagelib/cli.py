@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
     "sagelib.commands.sweep",
+    "sagelib.commands.parity",
     "sagelib.commands.study",
     "sagelib.commands.ab",
 )

@@ -42,6 +42,9 @@ def register(subparsers) -> None:
     parser.add_argument("--profiles", metavar="FILE",
                         help="profiles file (default: profiles.yaml in the notebooks folder)")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+    parser.add_argument("--gpus", metavar="N|all",
+                        help="run up to N notebooks at once, each on its own GPU of this host (CUDA_VISIBLE_DEVICES "
+                             "per notebook; default: one after another, as before)")
     parser.set_defaults(func=main)
 
 
@@ -61,8 +64,15 @@ def main(args) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}")
-    report = runner.execute_plan(plan, progress_bar=not args.no_progress)
+    gpus = None
+    if args.gpus is not None:
+        from sagelib.measure.distribute import parse_gpus
+        from sagelib.run.placement import visible_gpus
+
+        gpus = visible_gpus(parse_gpus(args.gpus))
+    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}"
+          + (f", side by side on GPU(s) {','.join(gpus)}" if gpus else ""))
+    report = runner.execute_plan(plan, progress_bar=not args.no_progress and not gpus, gpus=gpus)
     for line in report.failures:
         print(f"sagelib run: FAILED {line}", file=sys.stderr)
     print(f"index: {report.index}")
