@@ -18,3 +18,9 @@ def fails_on_three(case):
     if case == 3:
         raise ValueError("bad case")
     return case
+
+
+def seen_device(case):
+    """The CUDA_VISIBLE_DEVICES the worker running ``case`` sees."""
+    time.sleep(0.1)
+    return os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -15,7 +15,7 @@ from sagelib.measure import distribute
 
 distributed = pytest.importorskip("distributed", reason="the Dask tests need distributed (the test extra has it)")
 
-from fake_cases import fails_on_three, slow_square  # noqa: E402  (tests/ is on the workers' path: see client)
+from fake_cases import fails_on_three, seen_device, slow_square  # noqa: E402  (tests/ is on the workers' path: see client)
 
 # ----------------------------------------------------------------- arguments
 
@@ -54,13 +54,12 @@ def test_missing_dask_names_the_pip_command(monkeypatch):
 
 @pytest.fixture(scope="module")
 def client():
-    """Two single-threaded worker processes offering GPU=1 each, as the dask-cuda cluster's workers do; they
-    import the case functions from tests/fake_cases.py."""
+    """Two single-threaded worker processes offering GPU=1 each, seeing "device" 0 or 1 alone (the cluster --gpus
+    starts where dask_cuda does not import); they import the case functions from tests/fake_cases.py."""
     here = os.path.dirname(os.path.abspath(__file__))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
-                                           dashboard_address=":0", silence_logs=40)
+        cluster = distribute.per_gpu_cluster(["0", "1"], dashboard_address=":0")
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
@@ -72,6 +71,8 @@ def test_cases_are_sharded_over_the_gpu_workers_and_merged_in_order(client, tmp_
     assert [(i, sq) for i, sq, _ in results] == [(i, i * i) for i in range(10)]
     assert len({pid for _, _, pid in results}) == 2  # both workers took cases
     assert distribute.gpu_workers(client) == sorted(client.scheduler_info(n_workers=-1)["workers"])
+    devices = distribute.map_cases(client, seen_device, list(range(6)), progress=False)
+    assert set(devices) == {"0", "1"}  # each worker sees its own device alone
 
 
 def test_a_worker_killed_mid_sweep_loses_no_case_and_counts_none_twice(client, tmp_path):
@@ -128,7 +129,7 @@ def thread_cluster(monkeypatch):
     def factory(gpus):
         assert gpus == 2
         made.append(distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                             resources={"GPU": 1}, dashboard_address=":0"))
+                                             resources={"GPU": 1}, dashboard_address=None))
         return made[0]
 
     monkeypatch.setattr(distribute, "local_gpu_cluster", factory)
@@ -162,7 +163,7 @@ def test_parity_gpus_gives_the_rows_of_the_in_process_run(thread_cluster, tmp_pa
 
 def test_a_cluster_without_gpu_workers_is_refused(monkeypatch):
     monkeypatch.setattr(distribute, "local_gpu_cluster", lambda gpus: distributed.LocalCluster(
-        n_workers=1, processes=False, dashboard_address=":0"))
+        n_workers=1, processes=False, dashboard_address=None))
     with pytest.raises(UsageError, match="none of the cluster's workers offers the resource GPU.*--resources GPU=1"):
         with distribute.open_client(distribute.Placement(gpus=1)):
             pass

@@ -19,6 +19,7 @@ Dask is optional: it is imported here, lazily, and its absence is a clear error 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import uuid
 from dataclasses import dataclass
@@ -86,19 +87,54 @@ def require_dask():
     return distributed
 
 
-def local_gpu_cluster(gpus: int | str):
-    """A dask-cuda LocalCUDACluster with one single-threaded worker per GPU (the first ``gpus``, or all)."""
+def visible_gpus(gpus: int | str, environ: dict | None = None) -> list[str]:
+    """The device ids ``--gpus`` picks: the first ``gpus`` (or all) of CUDA_VISIBLE_DEVICES, else of the GPUs
+    torch counts."""
+    environ = os.environ if environ is None else environ
+    if environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        ids = [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+    else:
+        import torch
+
+        ids = [str(i) for i in range(torch.cuda.device_count())]
+    if not ids:
+        raise KernelUnavailable("--gpus: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES and torch see none); "
+                                "leave out --gpus to run in this process")
+    if gpus == "all":
+        return ids
+    if gpus > len(ids):
+        raise UsageError(f"--gpus {gpus}: only {len(ids)} GPU(s) visible ({','.join(ids)}); give at most "
+                         f"{len(ids)}, or --gpus all")
+    return ids[:gpus]
+
+
+def local_gpu_cluster(gpus: int | str, log: Callable[[str], None] = None):
+    """One single-threaded worker process per GPU (the first ``gpus``, or all), each seeing its GPU alone and
+    offering GPU=1: dask-cuda's LocalCUDACluster, or where dask_cuda does not import, :func:`per_gpu_cluster`."""
     require_dask()
+    devices = visible_gpus(gpus)
     try:
         from dask_cuda import LocalCUDACluster
     except ImportError as exc:
-        raise KernelUnavailable(f"--gpus starts a dask-cuda cluster; dask_cuda does not import here ({exc}); "
-                                f"install it with {PIP_HINT}, or start workers yourself and pass --scheduler") from None
-    try:
-        return LocalCUDACluster(n_workers=None if gpus == "all" else gpus, threads_per_worker=1, resources=dict(GPU))
-    except ValueError as exc:  # more workers than visible GPUs
-        raise UsageError(f"--gpus {gpus}: {exc}; give at most the number of GPUs CUDA_VISIBLE_DEVICES shows, "
-                         "or --gpus all") from None
+        (log or _stderr)(f"dask: dask_cuda does not import ({exc}); one plain Dask worker per GPU instead")
+        return per_gpu_cluster(devices)
+    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(devices), threads_per_worker=1, resources=dict(GPU))
+
+
+def per_gpu_cluster(devices: Sequence[str], dashboard_address: str = ":8787"):
+    """A local Dask cluster of one single-threaded worker process per device id, its CUDA_VISIBLE_DEVICES that id
+    alone, offering GPU=1: what LocalCUDACluster starts, without dask-cuda."""
+    from distributed import Nanny, Scheduler, SpecCluster
+
+    workers = {f"gpu-{device}": {"cls": Nanny, "options": {"nthreads": 1, "resources": dict(GPU),
+                                                           "env": {"CUDA_VISIBLE_DEVICES": str(device)}}}
+               for device in devices}
+    return SpecCluster(scheduler={"cls": Scheduler, "options": {"dashboard_address": dashboard_address}},
+                       workers=workers)
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def gpu_workers(client) -> list[str]:
@@ -115,7 +151,7 @@ def open_client(where: Placement, *, log: Callable[[str], None] = None,
     ``cluster_factory`` (default :func:`local_gpu_cluster`) makes the cluster for ``--gpus``: the tests pass one that
     starts CPU workers offering GPU=1.
     """
-    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    log = log or _stderr
     distributed = require_dask()
     cluster = None
     if where.scheduler:

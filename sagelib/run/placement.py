@@ -19,29 +19,8 @@ import tempfile
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from sagelib.errors import KernelUnavailable, UsageError
+from sagelib.measure.distribute import visible_gpus  # noqa: F401  (the run's --gpus picks devices the same way)
 from sagelib.run.execute import Outcome, execute_notebook
-
-
-def visible_gpus(gpus: int | str, environ: dict | None = None) -> list[str]:
-    """The device ids ``--gpus`` picks: the first ``gpus`` (or all) of CUDA_VISIBLE_DEVICES, else of the GPUs
-    torch counts."""
-    environ = os.environ if environ is None else environ
-    if environ.get("CUDA_VISIBLE_DEVICES") is not None:
-        ids = [d.strip() for d in environ["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
-    else:
-        import torch
-
-        ids = [str(i) for i in range(torch.cuda.device_count())]
-    if not ids:
-        raise KernelUnavailable("--gpus: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES and torch see none); "
-                                "leave out --gpus to run the notebooks one after another")
-    if gpus == "all":
-        return ids
-    if gpus > len(ids):
-        raise UsageError(f"--gpus {gpus}: only {len(ids)} GPU(s) visible ({','.join(ids)}); give at most "
-                         f"{len(ids)}, or --gpus all")
-    return ids[:gpus]
 
 
 def start(jobs: list[tuple], devices: list[str], *, cwd: Path, cell_timeout_s: float,
