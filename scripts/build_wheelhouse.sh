@@ -49,7 +49,9 @@ dask=0
 dry_run=0
 extra=()
 # The dask extra of pyproject.toml (tests/test_distribute.py holds the two lists equal).
-dask_stack=(distributed dask-cuda "bokeh>=3.1")
+# Unpinned, pip takes dask-cuda 0.18 (2021), whose imports current distributed lacks; with >=24.2 its
+# resolver backtracks into a pandas it cannot find. 26.10 resolves (tried 2026-12-02, cp312 x86_64).
+dask_stack=("distributed>=2024.1" "dask-cuda>=26.10" "bokeh>=3.1")
 
 while [[ $# -gt 0 ]]; do
     case "$1" in

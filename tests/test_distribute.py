@@ -232,3 +232,22 @@ def test_the_dask_extra_and_the_wheelhouse_option_carry_the_same_packages():
     plain = subprocess.run(["bash", str(root / "scripts" / "build_wheelhouse.sh"), "--dry-run"], capture_output=True,
                            text=True, timeout=60, cwd=root)
     assert "distributed" not in plain.stdout and "papermill" in plain.stdout
+
+
+# ----------------------------------------------------------------- on a GPU host (pytest -m gpu)
+
+
+@pytest.mark.gpu
+def test_bench_on_one_gpu_through_dask_records_what_the_in_process_run_does(tmp_path, capsys):
+    """`sagelib bench --gpus 1` (a dask-cuda worker, or a plain one per GPU) against the same bench in process:
+    the same cases, modes and output checks; the timings are the GPU's and are not compared here."""
+    argv = ["bench", "--backends", "sdpa-flash,cuda", "--shapes", "2:8:2048:128,4:8:1024:64", "--causal", "no,yes",
+            "--reps", "5", "--warmup", "2", "--ceilings", "skip", "--cooldown-s", "0", "--no-progress"]
+    assert cli.main([*argv, "--out", str(tmp_path / "alone.json")]) == 0
+    assert cli.main([*argv, "--gpus", "1", "--out", str(tmp_path / "spread.json")]) == 0
+    assert "dask: 1 GPU worker(s), dashboard" in capsys.readouterr().err
+    alone, spread = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("alone", "spread"))
+    cases = lambda d: [(r["backend"], r["mode"], r["shape"], r["causal"], r["check"]["ok"]) for r in d["records"]]  # noqa: E731
+    assert cases(spread) == cases(alone) and all(ok for *_, ok in cases(alone))
+    assert spread["device"] == alone["device"] and spread["plan"] == alone["plan"]
+    assert all(r["stats"]["median_ms"] > 0 for r in spread["records"])

@@ -113,12 +113,14 @@ def local_gpu_cluster(gpus: int | str, log: Callable[[str], None] = None):
     offering GPU=1: dask-cuda's LocalCUDACluster, or where dask_cuda does not import, :func:`per_gpu_cluster`."""
     require_dask()
     devices = visible_gpus(gpus)
-    try:
+    try:  # dask-cuda imports cuda.core, which must match the host's cuda-bindings: anything can go wrong here
         from dask_cuda import LocalCUDACluster
-    except ImportError as exc:
-        (log or _stderr)(f"dask: dask_cuda does not import ({exc}); one plain Dask worker per GPU instead")
+
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(devices), threads_per_worker=1, resources=dict(GPU))
+    except Exception as exc:
+        (log or _stderr)(f"dask: no dask-cuda cluster ({type(exc).__name__}: {exc}); one plain Dask worker per GPU "
+                         "instead")
         return per_gpu_cluster(devices)
-    return LocalCUDACluster(CUDA_VISIBLE_DEVICES=",".join(devices), threads_per_worker=1, resources=dict(GPU))
 
 
 def per_gpu_cluster(devices: Sequence[str], dashboard_address: str = ":8787"):
