@@ -27,7 +27,7 @@ COMMAND_MODULES = (
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
     "sagelib.commands.sweep",
-    "sagelib.commands.parity",
+    "sagelib.commands.parity_grid",
     "sagelib.commands.study",
     "sagelib.commands.ab",
 )

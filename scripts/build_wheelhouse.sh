@@ -12,7 +12,7 @@
 #   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 #   python3 -c 'import papermill, nbconvert, jupytext, ipykernel'
 #
-# --dask adds Dask (distributed, dask-cuda, bokeh for the dashboard), which `sagelib bench/parity/sweep
+# --dask adds Dask (distributed, dask-cuda, bokeh for the dashboard), which `sagelib bench/parity-grid/sweep
 # --gpus N` and `--scheduler ADDRESS` need: the GPU image has none of them.
 set -euo pipefail
 

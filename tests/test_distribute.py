@@ -153,7 +153,7 @@ def test_bench_gpus_prints_the_dashboard_and_writes_the_same_records(thread_clus
 
 
 def test_parity_gpus_gives_the_rows_of_the_in_process_run(thread_cluster, tmp_path):
-    argv = ["parity", "--device", "cpu", "--n-values", "5", "--head-dims", "32", "--seed", "7", "--no-progress"]
+    argv = ["parity-grid", "--device", "cpu", "--n-values", "5", "--head-dims", "32", "--seed", "7", "--no-progress"]
     assert cli.main([*argv, "--out", str(tmp_path / "alone.json")]) == 0
     assert cli.main([*argv, "--gpus", "2", "--out", str(tmp_path / "spread.json")]) == 0
     alone, spread = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("alone", "spread"))
@@ -173,7 +173,7 @@ def test_a_cluster_without_gpu_workers_is_refused(monkeypatch):
     (["bench", "--suite", "quant", "--gpus", "2"], "nothing to spread over GPUs"),
     (["sweep", "--build-only", "--gpus", "2"], "--build-only compiles here, on no GPU"),
     (["bench", "--gpus", "2", "--scheduler", "tcp://h:1"], "give one"),
-    (["parity", "--gpus", "x"], "--gpus: expected a whole number"),
+    (["parity-grid", "--gpus", "x"], "--gpus: expected a whole number"),
 ])
 def test_commands_refuse_placements_that_cannot_work(argv, message, capsys):
     assert cli.main(argv) == 2

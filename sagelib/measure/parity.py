@@ -307,7 +307,7 @@ def error_report(case: ParityCase, device, seed: int = 0, block_q: int = 128, bl
 
 
 def grid_cases(backends, n_values=(1, 17, 1000, 4099), head_dims=(64, 128), seed: int = 0) -> list[tuple]:
-    """The parity grid of ``sagelib parity``: (case, seed, backend) for every backend x :func:`default_sweep` case,
+    """The parity grid of ``sagelib parity-grid``: (case, seed, backend) for every backend x :func:`default_sweep` case,
     each case's seed ``seed`` plus its place in the sweep, so a grid run twice (or spread over GPUs) draws the same."""
     return [(case, seed + i, backend) for backend in backends
             for i, case in enumerate(default_sweep(n_values, head_dims))]

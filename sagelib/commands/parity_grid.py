@@ -1,13 +1,14 @@
-"""``sagelib parity``: every parity case of our kernels against the contract, on one GPU or spread over several.
+"""``sagelib parity-grid``: every parity case of our kernels against the contract, on one GPU or spread over several.
 
-    sagelib parity                                  # the cuda kernel on notebook 03's grid
-    sagelib parity --backends cuda,cuda-sm90,cuda-sm90-k64 --out parity.json
-    sagelib parity --backends cuda-sm90 --gpus all  # each case a task on one GPU of this host
-    sagelib parity --device cpu --n-values 17       # the contract columns alone (a functional run)
+    sagelib parity-grid                                  # the cuda kernel on notebook 03's grid
+    sagelib parity-grid --backends cuda,cuda-sm90,cuda-sm90-k64 --out parity.json
+    sagelib parity-grid --backends cuda-sm90 --gpus all  # each case a task on one GPU of this host
+    sagelib parity-grid --device cpu --n-values 17       # the contract columns alone (a functional run)
 
 The grid is sagelib.measure.parity.default_sweep (lengths, head_dim, dtype, layout, GQA, causal alignment,
 granularity, accumulation) through each backend; case i draws its inputs from seed --seed + i, so a grid run
-twice, or spread over GPUs, checks the same inputs. --out writes a sagelib.parity/1 document.
+twice, or spread over GPUs, checks the same inputs. --out writes a sagelib.parity-grid/1 document.
+(`sagelib parity --against sage2` is the other parity: the contract and our kernels against the real peer.)
 Exit status: 0 when every case that ran passed, 1 when one failed, 2 for bad input, 3 without the GPU a
 backend needs.
 """
@@ -23,8 +24,8 @@ from sagelib.errors import KernelUnavailable, UsageError
 def register(subparsers) -> None:
     from sagelib.measure import distribute
 
-    parser = subparsers.add_parser("parity", help="our kernels against the contract on the parity grid, optionally "
-                                                  "one case per GPU", description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser("parity-grid", help="our kernels against the contract on the parity grid, "
+                                                       "optionally one case per GPU", description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default="cuda", metavar="A,B",
                         help="kernels to check: cuda, cuda-sm90, cuda-sm90-k64 (default cuda)")
     parser.add_argument("--n-values", default="1,17,1000,4099", metavar="N,..",
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="case i draws from seed + i (default 0)")
     parser.add_argument("--device", default="cuda", metavar="cuda|cpu",
                         help="cuda (default); cpu runs the contract columns alone and says why the kernel's are empty")
-    parser.add_argument("--out", metavar="FILE.json", help="write the rows as a sagelib.parity/1 document")
+    parser.add_argument("--out", metavar="FILE.json", help="write the rows as a sagelib.parity-grid/1 document")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     distribute.add_arguments(parser, "(backend, case)")
     parser.set_defaults(func=main)
@@ -103,12 +104,12 @@ def _report(rows: list[dict], device: dict, out, args) -> int:
         verdict = ("passed" if r["passed"] else "FAILED") if was_run else f"not run ({r.get('reason')})"
         to_contract = f" to_contract {r['to_contract']:.2e}" if was_run else ""
         print(f"{r['backend']:<14} {r['label']:<64} seed {r['seed']:<6} {verdict}{to_contract}")
-    print(f"sagelib parity: {len(ran) - len(failed)}/{len(ran)} run case(s) passed, {len(rows) - len(ran)} not run")
+    print(f"sagelib parity-grid: {len(ran) - len(failed)}/{len(ran)} run case(s) passed, {len(rows) - len(ran)} not run")
     if out:
-        given = sys.argv[2:] if sys.argv[1:2] == ["parity"] else []
+        given = sys.argv[2:] if sys.argv[1:2] == ["parity-grid"] else []
         document, _ = documents.finite_only({
-            "schema": documents.PARITY.id, "created_utc": utc_stamp(), "device": device,
-            "command": " ".join(["sagelib parity", *map(shlex.quote, given)]), "rows": rows})
+            "schema": documents.PARITY_GRID.id, "created_utc": utc_stamp(), "device": device,
+            "command": " ".join(["sagelib parity-grid", *map(shlex.quote, given)]), "rows": rows})
         documents.write_json(document, out)
-        print(f"sagelib parity: wrote {out}")
+        print(f"sagelib parity-grid: wrote {out}")
     return 1 if failed else 0
