@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
     "sagelib.commands.sweep",
+    "sagelib.commands.parity_grid",
     "sagelib.commands.study",
     "sagelib.commands.ab",
 )

@@ -24,6 +24,7 @@ import sys
 
 from sagelib.commands.args import output_file
 from sagelib.errors import InputError, KernelUnavailable, UsageError
+from sagelib.measure import distribute
 from sagelib.measure.bench_suites import SUITES
 
 #: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; the suites
@@ -83,6 +84,7 @@ def register(subparsers) -> None:
                              "sagelib.attention op and SDPA at B1 H8 N256 D128 and B32 H32 N1024 D128, and TOPS back "
                              "to back vs a sync after each call at B2 H32 N16384 D128 and B32 H32 N1024 D128 "
                              "(--backends overrides the backends)")
+    distribute.add_arguments(parser, "(backend, shape, causal) case")
     parser.set_defaults(func=main)
 
 
@@ -195,7 +197,11 @@ def main(args) -> int:
         return list_backends()
     if args.host_overhead:
         return host_overhead(args)
+    where = distribute.placement(args.gpus, args.scheduler)
     suite = apply_suite(args)
+    if where is not None and suite is not None and not suite.attention:
+        raise UsageError(f"{where.describe()}: --suite {args.suite} is one measurement, nothing to spread over GPUs; "
+                         "leave out --gpus/--scheduler")
     if suite is not None:
         import torch
 
@@ -208,12 +214,12 @@ def main(args) -> int:
 
     import torch
 
-    from sagelib.measure.bench import format_table, run_sweep
+    from sagelib.measure.bench import run_sweep
     from sagelib.measure.ceilings import format_ceilings, measure_ceilings
-    from sagelib.records import documents
 
-    if args.out:
-        out = output_file("--out", args.out)
+    out = output_file("--out", args.out) if args.out else None
+    if where is not None:
+        return _report(args, _on_cluster(args, plan, suite, where), out)
     device = torch.device(args.device)
     ceilings = {}
     if args.ceilings == "measure" and device.type == "cuda":
@@ -227,8 +233,16 @@ def main(args) -> int:
         from sagelib.measure.bench_suites import with_quantizers
 
         document = with_quantizers(document, quantizers)
+    return _report(args, document, out)
+
+
+def _report(args, document, out) -> int:
+    """Print the table, write ``out``, name every failed record; the exit status."""
+    from sagelib.measure.bench import format_table
+    from sagelib.records import documents
+
     print(format_table(document))
-    if args.out:
+    if out:
         documents.write_json(document, out)
         print(f"sagelib bench: wrote {out}")
     failed = [r for r in document["records"] if r.get("error") or not (r.get("check") or {}).get("ok")]
@@ -236,6 +250,32 @@ def main(args) -> int:
         print(f"sagelib bench: FAILED {r['backend']} {r['mode']}: "
               f"{r.get('error') or (r.get('check') or {}).get('problem')}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _on_cluster(args, plan, suite, where) -> dict:
+    """The sweep with each case a Dask task on one GPU (sagelib.measure.bench_cluster); the same document."""
+    from sagelib.measure import bench_cluster
+    from sagelib.measure.ceilings import format_ceilings
+
+    command = _command(args)
+    quantizer_shapes = None
+    if suite is not None:
+        from sagelib.measure import quant_bench
+
+        quantizer_shapes = () if args.no_quant else tuple(quant_bench.SHAPES)
+    with distribute.open_client(where) as client:
+        document, quantizers = bench_cluster.run_sweep(
+            client, plan, args.device, ceilings=args.ceilings == "measure", quantizer_shapes=quantizer_shapes,
+            command=command, progress=not args.no_progress, placement=bench_cluster.placement_record(client, where))
+    if document["ceilings"]:
+        print(format_ceilings(document["ceilings"]))
+    if quantizers is not None:
+        from sagelib.measure import quant_bench
+        from sagelib.measure.bench_suites import with_quantizers
+
+        print(quant_bench.format_rows(quantizers["rows"], quantizers["copy_tb_s"]))
+        document = with_quantizers(document, quantizers)
+    return document
 
 
 def _command(args) -> str:

@@ -35,6 +35,9 @@ def register(subparsers) -> None:
                              "true/false/null, or plain text); repeatable")
     parser.add_argument("--out", metavar="DIR",
                         help="run folder (default: outputs/runs/<utc-time>-<profile>/)")
+    parser.add_argument("--gpus", metavar="N|all",
+                        help="run up to N notebooks at once, each on its own GPU of this host (CUDA_VISIBLE_DEVICES "
+                             "per notebook; default: one after another, as before)")
     parser.add_argument("--list", action="store_true",
                         help="list the notebooks with their parameters and profile values, run nothing")
     parser.add_argument("--notebooks", metavar="DIR", default=str(notebooks.NOTEBOOKS_DIR),
@@ -49,6 +52,12 @@ def register(subparsers) -> None:
 
 
 def main(args) -> int:
+    gpus = None
+    if args.gpus is not None and not args.list:  # checked before the plan, which makes the run folder
+        from sagelib.measure.distribute import parse_gpus
+        from sagelib.run.placement import visible_gpus
+
+        gpus = visible_gpus(parse_gpus(args.gpus))
     notebooks_dir = Path(args.notebooks)
     profiles_path = notebooks_dir / parameters.PROFILES_FILE
     if args.profiles is not None:  # only the default may be absent (no profiles); a given file must exist
@@ -69,8 +78,9 @@ def main(args) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}")
-    report = runner.execute_plan(plan, progress_bar=not args.no_progress)
+    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}"
+          + (f", side by side on GPU(s) {','.join(gpus)}" if gpus else ""))
+    report = runner.execute_plan(plan, progress_bar=not args.no_progress and not gpus, gpus=gpus)
     for line in report.failures:
         print(f"sagelib run: FAILED {line}", file=sys.stderr)
     print(f"index: {report.index}")

@@ -227,6 +227,11 @@ def environment_or_reason() -> dict:
         return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
 
 
+def sweep_cases(plan: SweepPlan) -> list[tuple[str, Shape, bool]]:
+    """The grid of ``plan`` as (backend name, shape, causal), in the order a sweep runs and records it."""
+    return [(b, s, c) for s in plan.shapes for c in plan.causal for b in plan.backends]
+
+
 def run_sweep(
     plan: SweepPlan,
     device: torch.device,
@@ -241,28 +246,34 @@ def run_sweep(
     from sagelib import backends as registry
 
     dtype = parse_dtype(plan.dtype)
-    instances = [registry.get(name) for name in plan.backends]
-    grid = [(b, s, c) for s in plan.shapes for c in plan.causal for b in instances]
+    instances = {name: registry.get(name) for name in plan.backends}
     records: list[Record] = []
-    bar = tqdm(grid, desc="bench", unit="case", disable=not progress, file=sys.stderr)
-    for backend, shape, causal in bar:
-        bar.set_postfix_str(f"{backend.name} {shape.spec} {'causal' if causal else 'full'}")
-        records += bench_case(backend, shape, causal=causal, dtype=dtype, device=device, layout=plan.layout,
+    bar = tqdm(sweep_cases(plan), desc="bench", unit="case", disable=not progress, file=sys.stderr)
+    for name, shape, causal in bar:
+        bar.set_postfix_str(f"{name} {shape.spec} {'causal' if causal else 'full'}")
+        records += bench_case(instances[name], shape, causal=causal, dtype=dtype, device=device, layout=plan.layout,
                               timing=plan.timing, kernel_only=plan.kernel_only, seed=plan.seed,
                               user_view=plan.user_view)
+    return sweep_document(plan, [dataclasses.asdict(r) for r in records], device=device_summary(device),
+                          environment=environment_or_reason(), ceilings=ceilings, command=command)
+
+
+def sweep_document(plan: SweepPlan, records: list[dict], *, device: dict, environment: dict,
+                   ceilings: dict | None = None, command: str | None = None) -> dict:
+    """The :data:`SCHEMA` document of ``plan``'s ``records`` (dicts), measured on ``device`` (a device_summary)."""
     document = {
         "schema": SCHEMA,
         "created_utc": utc_stamp(),
         "command": command,
-        "device": device_summary(device),
-        "environment": environment_or_reason(),
+        "device": device,
+        "environment": environment,
         "plan": {
             "backends": plan.backends, "shapes": [s.spec for s in plan.shapes], "causal": plan.causal,
             "dtype": plan.dtype, "layout": plan.layout, "kernel_only": plan.kernel_only,
             "timing": dataclasses.asdict(plan.timing), "seed": plan.seed, "user_view": plan.user_view,
         },
         "ceilings": ceilings or {},
-        "records": [dataclasses.asdict(r) for r in records],
+        "records": records,
     }
     add_ceiling_fractions(document)
     return document

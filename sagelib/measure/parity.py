@@ -309,3 +309,16 @@ def error_report(case: ParityCase, device, seed: int = 0, block_q: int = 128, bl
         report["kernel_vs_float64"] = output_error_blocks(out, exact, layout=case.layout, block_q=block_q)
         report["kernel_vs_contract"] = output_error_blocks(out, ref, layout=case.layout, block_q=block_q)
     return report
+
+
+def grid_cases(backends, n_values=(1, 17, 1000, 4099), head_dims=(64, 128), seed: int = 0) -> list[tuple]:
+    """The parity grid of ``sagelib parity-grid``: (case, seed, backend) for every backend x :func:`default_sweep` case,
+    each case's seed ``seed`` plus its place in the sweep, so a grid run twice (or spread over GPUs) draws the same."""
+    return [(case, seed + i, backend) for backend in backends
+            for i, case in enumerate(default_sweep(n_values, head_dims))]
+
+
+def grid_row(task: tuple, device: str = "cuda") -> dict:
+    """One (case, seed, backend) of :func:`grid_cases` on ``device``: :func:`run_case`'s row."""
+    case, seed, backend = task
+    return run_case(case, device, seed=seed, backend=backend)

@@ -165,8 +165,10 @@ def plan_run(
     return RunPlan(chosen, notebooks, values, folder, cwd)
 
 
-def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str], None] = print) -> RunReport:
-    """Run every notebook of ``plan`` (a failure does not stop the others) and write the index."""
+def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str], None] = print,
+                 gpus: Sequence[str] | None = None) -> RunReport:
+    """Run every notebook of ``plan`` (a failure does not stop the others) and write the index; with ``gpus``
+    (device ids) the notebooks run side by side, each on one of them (:mod:`sagelib.run.placement`)."""
     from sagelib.run import report as run_report
 
     plan.folder.mkdir(parents=True, exist_ok=True)
@@ -180,10 +182,11 @@ def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str
     outcomes: list[Outcome] = []
     failures: list[str] = []
     total = len(plan.notebooks)
+    placed = _placed(plan, gpus, log) if gpus else {}
     for i, nb in enumerate(plan.notebooks, 1):
         log(f"[{i}/{total}] {nb.name} ({plan.profile.name} profile)")
         parameters = notebook_parameters(nb, plan.profile, plan.overrides, plan.folder / nb.name)
-        outcome = execute_notebook(
+        outcome = placed[nb.name].result() if placed else execute_notebook(
             nb, parameters, plan.folder / nb.name, cwd=plan.cwd,
             cell_timeout_s=plan.profile.cell_timeout_s, progress_bar=progress_bar,
         )
@@ -206,6 +209,15 @@ def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str
     }
     index = run_report.write_run(plan.folder, summary, environment)
     return RunReport(plan.folder, index, plan.profile.name, outcomes, failures, warnings)
+
+
+def _placed(plan: RunPlan, gpus: Sequence[str], log: Callable[[str], None]) -> dict:
+    """Every notebook of ``plan`` started on ``gpus`` (sagelib.run.placement); name -> Future of its Outcome."""
+    from sagelib.run import placement
+
+    jobs = [(nb, notebook_parameters(nb, plan.profile, plan.overrides, plan.folder / nb.name), plan.folder / nb.name)
+            for nb in plan.notebooks]
+    return placement.start(jobs, list(gpus), cwd=plan.cwd, cell_timeout_s=plan.profile.cell_timeout_s, log=log)
 
 
 def run(profile: str, *, progress_bar: bool = True, log: Callable[[str], None] = print, **plan_options) -> RunReport:
