@@ -30,9 +30,10 @@ from sagelib.measure.timing import (
     time_calls,
     tops,
 )
+from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 
-SCHEMA = "sagelib.host_overhead/1"
+SCHEMA = documents.HOST_OVERHEAD.id
 
 HOST_SHAPES = ("1:8:256:128", "32:32:1024:128")
 SYNC_SHAPES = ("2:32:16384:128", "32:32:1024:128")

@@ -47,9 +47,12 @@ SASS_FINGERPRINT = Schema("sagelib.sass_fingerprint/1", "sagelib kernels fingerp
                           "one sha256 of the SASS of each built kernel instance per architecture")
 PEER_PARITY = Schema("sagelib.peer-parity/1", "sagelib parity --against sage2",
                      "the contract and our kernels against the real SageAttention2, stage by stage")
+HOST_OVERHEAD = Schema("sagelib.host_overhead/1", "sagelib bench --host-overhead",
+                       "host time per call of our backends and SDPA, and TOPS back to back against synced")
 
 CURRENT = (BENCH, QUANTIZERS, NCU, MICROBENCH, SWEEP_SM90, SOFTMAX_BESIDE, QUANT_BREAKDOWN, RUN, SASS_EXP_PASS,
-           SASS_FINGERPRINT, PEER_PARITY, PARITY_GRID)
+           SASS_FINGERPRINT, PEER_PARITY, PARITY_GRID,
+           HOST_OVERHEAD)
 #: the softmax-beside documents before the D64 kind (/1) and the rates alone (/2); still read
 SOFTMAX_BESIDE_OLDER = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2")
 #: schemas of recordings kept in data/results/ that no module writes any more
