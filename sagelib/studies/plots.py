@@ -192,7 +192,7 @@ def speedup_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], t
                  reference: float = 1.0, xlabel: str = "speed / baseline of the same call"):
     """Horizontal bars, one row per label and one bar per ``series`` entry (NaN: no bar), a line at ``reference``."""
     _check_groups(len(labels), "speedup_bars")
-    fig, ax = _axes(ax, (9, 0.3 * len(labels) * max(1, len(series)) ** 0.5 + 1.5))
+    fig, ax = _axes(ax, (9, min(8.0, 0.3 * len(labels) * max(1, len(series)) ** 0.5 + 1.5)))  # fits a screen
     height = 0.8 / max(1, len(series))
     for i, (name, values) in enumerate(series.items()):
         ys = [j + (i - (len(series) - 1) / 2) * height for j in range(len(labels))]
