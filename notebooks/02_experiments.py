@@ -108,8 +108,9 @@ if built_doc is not None:
 # was kept or closed. Variants whose output disagreed with the baseline's are listed under
 # the chart instead of drawn (their times do not count). The charts keep one row per file, its
 # best variant (split over charts of at most 20 rows); the table after them has every variant.
-# Moving work into the softmax phase, or the softmax beside the same warpgroup's wgmma, lost every time; the traces and ncu point
-# to a phase bound by its own instruction latency at two consumer warps per scheduler.
+# Moving work into the softmax phase, or the softmax beside the same warpgroup's wgmma, lost every
+# time; the traces and ncu point to a phase bound by its own instruction latency at two consumer
+# warps per scheduler.
 
 # %%
 sweep_ratios = sweep_records.load_ratios()
