@@ -120,6 +120,23 @@ def test_notebook_report_is_self_contained_and_small(tmp_path):
     assert len(page.encode()) < 150_000  # three figures and a few bytes of styling, not a framework
 
 
+def test_report_figures_are_stored_with_a_palette_and_the_notebook_keeps_the_originals(tmp_path):
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    ipynb = figure_notebook(tmp_path / "00_x.ipynb", n_figures=1)
+    original = nbformat.read(ipynb, as_version=4).cells[1].outputs[1]["data"]["image/png"]
+    page = run_report.export_html(ipynb, tmp_path / "00_x.html", "00_x").read_text()
+    (shown,) = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
+    assert Image.open(io.BytesIO(base64.b64decode(shown))).mode == "P" and len(shown) < len(original)
+    assert Image.open(io.BytesIO(base64.b64decode(shown))).size == Image.open(
+        io.BytesIO(base64.b64decode(original))).size
+    assert nbformat.read(ipynb, as_version=4).cells[1].outputs[1]["data"]["image/png"] == original
+
+
 def test_external_resources_finds_what_a_page_would_load():
     page = ("<html><head><script src='https://cdn.example/require.js'></script>"
             "<link rel='stylesheet' href='//fonts.example/x.css'><style>@import 'a.css'; "
