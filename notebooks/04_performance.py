@@ -154,6 +154,8 @@ else:
 # (`sagelib targets --history`): each target's measured figure as a share of its goal. The
 # notebook's own GPU runs are among them (a `gpu-run-*-performance` file measures fewer cases,
 # with fewer timed calls), so the lines show drift between runs as well as changes of the kernels.
+# In the chart, filled markers are met, open ones missed, and the dashed line is the goal; the table
+# printed above it gives each recording's time, tree and how many targets it measured.
 
 # %%
 recordings = targets.history(results_dir)
