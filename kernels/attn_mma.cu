@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
 #pragma unroll
   for (int t = 0; t < 2; ++t) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) { m[t][half] = SAGE_MASK_SCORE; l[t][half] = 0.0f; }
+    for (int half = 0; half < 2; ++half) { m[t][half] = SAGE_ROW_MAX_INIT; l[t][half] = 0.0f; }
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll

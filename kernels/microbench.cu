@@ -167,6 +167,32 @@ extern "C" __global__ void bench_mma_sync_e4m3(int iters, unsigned long long* cy
   sink[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
+// mma.sync m16n8k32 e4m3 x e4m3 -> f16 accumulator: the P.V instruction of the fp16 inner accumulator
+// (pv_accum fp32+fp16, SageAttention2++'s choice on sm_120/sm_121, where consumer Blackwell is said to run it
+// at twice the rate of the fp32-accumulating form above; this bench beside bench_mma_sync_e4m3 measures the
+// ratio). Operands change as in bench_mma_sync_e4m3; on sm_90 ptxas widens it to f16 HMMA.
+extern "C" __global__ void bench_mma_sync_e4m3_f16acc(int iters, unsigned long long* cycles, float* sink) {
+  unsigned int a[4] = {0x38383838u, 0x30303030u, 0x28282828u, 0x3838u}, b[2] = {0x38303830u, 0x28383038u};
+  unsigned int d[4][2] = {};
+  const unsigned long long start = block_clock_start();
+  for (int i = 0; i < iters; ++i) {
+    a[0] = __byte_perm(a[0], 0, 0x0321);
+    b[0] = __byte_perm(b[0], 0, 0x0321);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};"
+          : "+r"(d[c][0]), "+r"(d[c][1])
+          : "r"(a[0] + c), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+  }
+  block_clock_stop(start, cycles);
+  unsigned int s = 0;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) s ^= d[c][0] ^ d[c][1];
+  sink[blockIdx.x * blockDim.x + threadIdx.x] = (float)s;
+}
+
 // mma.sync m16n8k16 f16 x f16 -> fp32, four accumulators per warp: the P.V instruction of the
 // portable kernel on sm_90 (operands widened from e4m3 in the source, kernels/attn_mma.cu).
 extern "C" __global__ void bench_mma_sync_f16(int iters, unsigned long long* cycles, float* sink) {

@@ -180,12 +180,12 @@ SAGE_DEVICE void finalize_channel(const KVArgs &a, int bh, u32 ch) {
   }
   if (a.do_v) {
     // The contract (v_channel_scales): v_scale = amax * fl32(1 / scale_max),
-    // multiplier = scale_max / amax correctly rounded (positive and finite for a finite amax).
+    // multiplier = scale_max * fl32(1 / amax), each step rounded (positive and finite for a finite amax).
     const float amax = fmaxf(__uint_as_float(__ldcg(a.v_amax + at)), 1e-7f);
     a.v_scale[at] = __fmul_rn(amax, a.inv_v_scale_max);
     // Never 0, not even for an infinite amax (multiplier +0: inputs the contract refuses,
     // reachable with check_finite=False), which would leave the apply items polling for ever.
-    store_relaxed(a.vmult_word + at, VMULT_VALID | __float_as_uint(__fdiv_rn(a.v_scale_max, amax)));
+    store_relaxed(a.vmult_word + at, VMULT_VALID | __float_as_uint(__fmul_rn(a.v_scale_max, __frcp_rn(amax))));
   }
 }
 

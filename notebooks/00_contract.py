@@ -201,7 +201,8 @@ plots.table(prior)
 log_report = ledger.verify()
 results.headline("experiment log chain intact", log_report.ok)
 results.add("experiment log", {"records": log_report.records, "head_sha256": log_report.head_sha256,
-                               "problems": log_report.rows()})
+                               "problems": log_report.rows(), "notes": log_report.notes})
 display(Markdown(f"`{log_report.summary()}`"))
+display(Markdown("\n\n".join(log_report.notes)))  # which commit the log was held to, or why it was not
 if log_report.rows():
     display(plots.table(log_report.rows()))

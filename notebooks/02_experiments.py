@@ -199,11 +199,15 @@ chart_block_phases(results, "sm90-three-consumers-d128-shared-scores-traces",
 # now with `measure` on an sm_90 GPU; otherwise the newest recording.
 
 # %%
-if measure and sm90.unavailable_reason() is None:
+hopper_reason = sm90.unavailable_reason()
+if measure and hopper_reason is None:
     import torch
 
     beside_runs, beside_note, beside_gpu = [softmax_beside.measure()], "measured now", torch.cuda.get_device_name()
 else:
+    if measure:  # asked for, and not possible here: say why (no sm_90 GPU, or the Hopper paths switched off)
+        display(Markdown(f"**Not measured now:** {hopper_reason}"))
+        results.add("softmax beside tensor work not measured because", hopper_reason)
     beside_runs, beside_doc, beside_path = softmax_beside.latest_recording()
     beside_note = f"recorded: `{beside_path.name}`" if beside_path else None
     beside_gpu = beside_doc["device"].splitlines()[-1].split(",")[0] if beside_doc else None

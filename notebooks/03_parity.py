@@ -46,7 +46,7 @@ from sagelib.measure import parity
 from sagelib.measure import recordings as bench_records
 from sagelib.records import documents
 from sagelib.records.results import Results
-from sagelib.studies import parity_sections, plots
+from sagelib.studies import parity_sections, peer_views, plots
 
 results = Results("03_parity", output_dir)
 reason = parity.kernel_unavailable_reason(device)
@@ -141,3 +141,15 @@ for name in ("contract_vs_float64", "kernel_vs_float64", "kernel_vs_contract"):
 for backend, key, title in (("cuda-sm90", "sm90", "Hopper kernel"),
                             ("cuda-sm90-k64", "sm90_k64", "Hopper kernel, three consumers (cta_k 64)")):
     parity_sections.backend_parity(results, backend, key, title, device, n_values, head_dims)
+
+# %% [markdown]
+# ## Against the real SageAttention2
+# The contract and our kernels beside SageAttention2's own kernels (built from source:
+# docs/design/peers.md), on K-biased and plain inputs, padded head dims, N that is a
+# multiple of no tile, GQA, both dtypes, both layouts, causal and not. The bars: the sm90
+# configuration within 3e-4 rel L1, the sm89 family's per_thread fp32+fp32 within 1e-4
+# and per_warp fp32+fp16 within 1e-3; Q and K codes bit for bit. On a GPU where the peer
+# is built the quick grid runs now; elsewhere the newest recording is shown, labelled so.
+
+# %%
+peer_views.show_peer_parity(results, device, live=True);

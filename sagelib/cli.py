@@ -22,11 +22,13 @@ COMMAND_MODULES = (
     "sagelib.commands.gpu_run",
     "sagelib.commands.bench",
     "sagelib.commands.targets",
+    "sagelib.commands.parity",
     "sagelib.commands.profile",
     "sagelib.commands.log",
     "sagelib.commands.inventory",
     "sagelib.commands.kernels",
     "sagelib.commands.sweep",
+    "sagelib.commands.parity_grid",
     "sagelib.commands.study",
     "sagelib.commands.ab",
 )

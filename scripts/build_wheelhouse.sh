@@ -11,13 +11,16 @@
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site WHEELHOUSE/*.whl
 #   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 #   python3 -c 'import papermill, nbconvert, jupytext, ipykernel'
+#
+# --dask adds Dask (distributed, dask-cuda, bokeh for the dashboard), which `sagelib bench/parity-grid/sweep
+# --gpus N` and `--scheduler ADDRESS` need: the GPU image has none of them.
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
 usage: scripts/build_wheelhouse.sh [--python 3.12] [--arch x86_64] [--glibc 2.39]
                                    [--dest .whl] [--skip-from FILE | --no-skip] [--keep]
-                                   [-- EXTRA_REQUIREMENT ...]
+                                   [--dask] [--dry-run] [-- EXTRA_REQUIREMENT ...]
 
   --python X.Y     target interpreter version (default 3.12: the H200 image's python3)
   --arch A         x86_64 or aarch64 (default x86_64)
@@ -28,6 +31,9 @@ usage: scripts/build_wheelhouse.sh [--python 3.12] [--arch x86_64] [--glibc 2.39
                    removed after the download (default scripts/gpu_image_packages.txt)
   --no-skip        keep every wheel, even for packages the image has
   --keep           do not empty DIR first
+  --dask           add Dask for --gpus/--scheduler: distributed, dask-cuda and bokeh (the dashboard),
+                   the requirements of the dask extra in pyproject.toml
+  --dry-run        print the packages and the pip command, download nothing
   EXTRA_REQUIREMENT  more requirements to add to the stack (e.g. sageattention==1.0.6)
 EOF
 }
@@ -39,7 +45,13 @@ dest=.whl
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 skip_from="$here/gpu_image_packages.txt"
 keep=0
+dask=0
+dry_run=0
 extra=()
+# The dask extra of pyproject.toml (tests/test_distribute.py holds the two lists equal).
+# Unpinned, pip takes dask-cuda 0.18 (2021), whose imports current distributed lacks; with >=24.2 its
+# resolver backtracks into a pandas it cannot find. 26.10 resolves (tried 2026-12-02, cp312 x86_64).
+dask_stack=("distributed>=2024.1" "dask-cuda>=26.10" "bokeh>=3.1")
 
 while [[ $# -gt 0 ]]; do
     case "$1" in
@@ -50,6 +62,8 @@ while [[ $# -gt 0 ]]; do
         --skip-from) skip_from="$2"; shift 2 ;;
         --no-skip) skip_from=""; shift ;;
         --keep) keep=1; shift ;;
+        --dask) dask=1; shift ;;
+        --dry-run) dry_run=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; extra+=("$@"); break ;;
         *) echo "build_wheelhouse: error: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -78,7 +92,16 @@ for ((n = 5; n <= ${glibc#2.}; n++)); do platforms+=(--platform "manylinux_2_${n
 platforms+=(--platform "manylinux2014_${arch}")
 if [[ "$arch" == x86_64 ]]; then platforms+=(--platform manylinux2010_x86_64 --platform manylinux1_x86_64); fi
 
-stack=(papermill nbclient nbformat ipykernel nbconvert jupytext "${extra[@]}")
+stack=(papermill nbclient nbformat ipykernel nbconvert jupytext)
+if [[ $dask -eq 1 ]]; then stack+=("${dask_stack[@]}"); fi
+stack+=("${extra[@]}")
+
+if [[ $dry_run -eq 1 ]]; then
+    echo "build_wheelhouse: would download: ${stack[*]}"
+    echo "build_wheelhouse: with: ${pip_cmd[*]} download --only-binary=:all: --python-version $python_version" \
+         "--implementation cp ${platforms[*]} --dest $dest"
+    exit 0
+fi
 
 mkdir -p "$dest"
 if [[ $keep -eq 0 ]]; then rm -f "$dest"/*.whl; fi
@@ -120,3 +143,6 @@ build_wheelhouse: on the target host, from the repository root:
   export PYTHONPATH=/tmp/site\${PYTHONPATH:+:\$PYTHONPATH}
   python3 -c 'import papermill, nbconvert, jupytext, ipykernel'
 EOF
+if [[ $dask -eq 1 ]]; then
+    echo "  python3 -c 'import distributed, dask_cuda'   # then: sagelib bench --gpus all ..."
+fi

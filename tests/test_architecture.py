@@ -21,6 +21,7 @@ LAYERS = (
     ("sagelib.cuda",),
     ("sagelib.records",),
     ("sagelib.backends",),
+    ("sagelib.ops",),
     ("sagelib.measure",),
     ("sagelib.studies",),
     ("sagelib.run",),

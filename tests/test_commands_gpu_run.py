@@ -142,3 +142,24 @@ def test_a_target_install_puts_its_jupyter_data_on_jupyter_path(tmp_path):
     gpu_run.use_site(tmp_path, env)
     assert env["PYTHONPATH"].split(":") == [str(tmp_path), "/elsewhere"]
     assert env["JUPYTER_PATH"].split(":") == [str(tmp_path / "share" / "jupyter"), "/theirs"]
+
+
+def test_no_hopper_reaches_the_notebooks_run_and_gpu_txt(capsys, tmp_path, monkeypatch):
+    """--no-hopper puts SAGELIB_HOPPER=off in the child's environment (the notebooks inherit it) and says so."""
+    seen = {}
+
+    def run_notebooks(run_dir, log, env, only=()):
+        seen["setting"] = env.get("SAGELIB_HOPPER")
+        return 0
+
+    monkeypatch.delenv("SAGELIB_HOPPER", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gpu_run, "run_notebooks", run_notebooks)
+    monkeypatch.setattr(gpu_run, "gpu_line", lambda: "name\nNVIDIA H200")
+    monkeypatch.setattr(gpu_run, "wgmma_sass_lines", lambda cache: [])
+    monkeypatch.setenv("SAGELIB_KERNEL_CACHE", str(tmp_path / "cache"))
+    code, out, _ = run(capsys, "--out", str(tmp_path / "out"), "--no-hopper")
+    assert code == 0 and seen["setting"] == "off"
+    assert "Hopper paths: off (SAGELIB_HOPPER=off)" in (tmp_path / "out" / "gpu.txt").read_text()
+    code, _, _ = run(capsys, "--out", str(tmp_path / "out"))
+    assert code == 0 and seen["setting"] is None  # without the flag the child gets no setting

@@ -226,3 +226,26 @@ def test_fp32_fp16_mode_scales_v_to_2_25():
     v = torch.randn(1, 1, 64, 64).half()
     qv = contract.quantize_v(v, pv_accum="fp32+fp16")
     assert float(qv.v_fp8.float().abs().max()) == pytest.approx(2.25, rel=0.07)
+
+
+def test_the_mma_accumulator_follows_the_target():
+    assert contract.ContractConfig(preset="sm89").accumulator == "fp22"  # Ada, the preset's own target
+    assert contract.ContractConfig(preset="sm89", target="sm90").accumulator == "fp32"  # widened on Hopper
+    assert contract.ContractConfig(preset="sm89", target="sm121").accumulator == "fp32"
+    assert contract.ContractConfig(preset="sm90").accumulator == "fp22"
+    assert contract.ContractConfig(preset="sm89", target="sm90", mma_accumulator="fp22").accumulator == "fp22"
+    with pytest.raises(ValueError, match="target: the sm90 preset's kernels run on"):
+        contract.ContractConfig(preset="sm90", target="sm120")
+    with pytest.raises(ValueError, match="mma_accumulator: expected one of"):
+        contract.ContractConfig(mma_accumulator="fp16")
+
+
+def test_an_fp32_accumulator_moves_the_output_and_the_target_picks_it():
+    g = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 300, 64, generator=g).half() for _ in range(3))
+    fp22 = contract.attention(q, k, v, preset="sm89")
+    on_hopper = contract.attention(q, k, v, preset="sm89", target="sm90")
+    assert torch.equal(on_hopper, contract.attention(q, k, v, preset="sm89", mma_accumulator="fp32"))
+    assert not torch.equal(on_hopper, fp22)
+    exact = contract.reference_attention(q, k, v)
+    assert metrics.relative_l1(on_hopper, exact) <= metrics.relative_l1(fp22, exact) * 1.02

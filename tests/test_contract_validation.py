@@ -90,3 +90,69 @@ def test_inputs_are_never_modified():
     contract.quantize_v(v, preset="sm89", smooth_v=True)
     for before, after in zip(copies, (q, k, v)):
         assert torch.equal(before, after)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"sm_scale": "0.125"}, r"sm_scale: expected a number or None, got str '0.125'.*float\('0.125'\)"),
+    ({"sm_scale": True}, r"sm_scale: expected a number or None, got bool True"),
+    ({"sm_scale": torch.tensor(0.1)}, r"sm_scale: expected a number or None, got Tensor.*\.item\(\)"),
+    ({"causal": "False"}, r"causal: expected a bool \(True or False\), got str 'False'; pass causal=False"),
+    ({"causal": 1}, r"causal: expected a bool \(True or False\), got int 1"),
+    ({"return_lse": "no"}, r"return_lse: expected a bool \(True or False\), got str 'no'; pass return_lse=False"),
+    ({"check_finite": "yes"}, r"check_finite: expected a bool"),
+    ({"smooth_k": None}, r"smooth_k: expected a bool"),
+    ({"cta_k": 64.0}, r"cta_k: expected an int or None, got float 64.0"),
+])
+def test_scalar_arguments_of_the_wrong_type_are_refused_by_name(options, match):
+    """Text or a bool where a number belongs, text or an int where a bool belongs: never read through truthiness."""
+    with pytest.raises(TypeError, match=match):  # a TypeError as in torch; a ValueError too (one except catches all)
+        contract.attention(*good(), **options)
+    raises(match, *good(), **options)
+
+
+@pytest.mark.parametrize("options", [{"sm_scale": "0.125"}, {"causal": "False"}, {"return_lse": "no"},
+                                     {"sm_scale": True}])
+def test_the_float64_reference_checks_its_scalars_too(options):
+    with pytest.raises(ValueError, match=next(iter(options))):
+        contract.reference_attention(*good(), **options)
+
+
+def test_numpy_numbers_and_bools_are_numbers_and_bools():
+    np = pytest.importorskip("numpy")
+    q, k, v = good()
+    out = contract.attention(q, k, v, sm_scale=np.float32(0.125), causal=np.bool_(True))
+    assert torch.equal(out, contract.attention(q, k, v, sm_scale=float(np.float32(0.125)), causal=True))
+
+
+def test_meta_tensors_are_named_before_any_scan_of_values():
+    q, k, v = good()
+    meta = [torch.empty(x.shape, dtype=x.dtype, device="meta") for x in (q, k, v)]
+    for check_finite in (True, False):
+        raises(r"q: expected a tensor with data on cpu or cuda, got a meta tensor", *meta, check_finite=check_finite)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_mixed_cpu_and_meta_is_a_device_mismatch_not_an_item_error(which):
+    tensors = list(good())
+    tensors[which] = torch.empty(tensors[which].shape, dtype=tensors[which].dtype, device="meta")
+    raises(r"k, v: expected the device of q \((cpu|meta)\).*\.to\(q\.device\)", *tensors)
+
+
+def test_backends_check_scalars_before_touching_a_tensor():
+    from sagelib.backends.sdpa import SdpaBackend
+
+    q, k, v = good()
+    with pytest.raises(ValueError, match=r"causal: expected a bool.*got str 'False'"):
+        SdpaBackend("sdpa-flash").attention(q, k, v, causal="False")
+    with pytest.raises(ValueError, match=r"sm_scale: expected a number or None, got str"):
+        SdpaBackend("sdpa-cudnn").attention(q, k, v, sm_scale="0.125")
+
+
+def test_kernel_wrappers_check_scalars_before_quantizing():
+    from sagelib.backends.kernels import mma
+
+    q, k, v = good()
+    with pytest.raises(ValueError, match=r"return_lse: expected a bool"):
+        mma.attention(q, k, v, return_lse="no")
+    with pytest.raises(ValueError, match=r"causal: expected a bool"):
+        mma.prepare(q, k, v, causal="False")

@@ -234,7 +234,27 @@ ATTN_CASES = [
     (1333, 100, 64, torch.float16, "HND", 2, 2, False, "bottom_right", "per_warp", "fp32+fp32"),
     (257, 4099, 128, torch.float16, "HND", 8, 1, False, "bottom_right", "per_thread", "fp32+fp32"),
     (65, 63, 96, torch.float16, "HND", 2, 2, True, "bottom_right", "per_thread", "fp32+fp32"),
+    # K-biased, N a multiple of no tile, padded head dims (32 -> 64; 80, 96, 112 -> 128)
+    (777, 777, 128, torch.bfloat16, "HND", 8, 2, False, "bottom_right", "per_thread", "fp32+fp32"),
+    (777, 777, 32, torch.bfloat16, "NHD", 8, 2, False, "bottom_right", "per_thread", "fp32+fp32"),
+    (777, 777, 80, torch.float16, "HND", 4, 4, True, "bottom_right", "per_warp", "fp32+fp16"),
+    (777, 777, 96, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread", "fp32+fp32"),
+    (333, 333, 112, torch.bfloat16, "HND", 8, 2, True, "top_left", "per_thread", "fp32+fp32"),
 ]
+
+
+@gpu
+@pytest.mark.parametrize("kernel", ["mma", "sm90"])
+def test_no_hidden_key_contributes_at_any_magnitude(kernel):
+    from sagelib.backends.kernels import sm90
+    from sagelib.measure import mask_probe
+
+    if kernel == "sm90" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Hopper kernel needs sm_90")
+    attention = (mma if kernel == "mma" else sm90).attention
+    rows = mask_probe.probe(lambda q, k, v: attention(q, k, v, causal=True), n=256, device="cuda")
+    bad = [r for r in rows if r.leak != 0.0 or not r.finite]
+    assert not bad, bad
 
 
 @gpu

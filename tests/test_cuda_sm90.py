@@ -80,6 +80,12 @@ K64_CASES = [
     (65, 63, 48, torch.float16, "HND", 2, 2, True, "bottom_right", "per_thread"),
     (2048, 2048, 128, torch.float16, "HND", 3, 3, True, "bottom_right", "per_thread"),
     (130, 4099, 64, torch.bfloat16, "NHD", 8, 1, False, "bottom_right", "per_thread"),
+    # K-biased, N a multiple of no tile, padded head dims (32 -> 64; 80, 96, 112 -> 128)
+    (777, 777, 128, torch.bfloat16, "HND", 8, 2, False, "bottom_right", "per_thread"),
+    (777, 777, 32, torch.bfloat16, "NHD", 8, 2, False, "bottom_right", "per_thread"),
+    (777, 777, 80, torch.float16, "HND", 4, 4, True, "bottom_right", "per_warp"),
+    (777, 777, 96, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread"),
+    (333, 333, 112, torch.bfloat16, "HND", 8, 2, True, "top_left", "per_thread"),
 ]
 
 

@@ -119,6 +119,12 @@ def test_every_kernel_compiles_for_every_target_without_new_spills(tmp_path):
     assert ("microbench_wgmma.cu", "sm_90a") in expected and ("microbench_wgmma.cu", "sm_89") not in expected
     assert ("hopper_smoke.cu", "sm_90a") in expected and ("hopper_smoke.cu", "sm_90") not in expected
     assert result.ok, "\n".join(result.failures)
+    for t in result.targets:  # shared memory per block, dynamic included, within each target's limit
+        for k in t.kernels:
+            assert k.smem_per_block <= check.SHARED_MEMORY_PER_BLOCK[k.arch], k.key
+            if check.shutil.which("c++filt"):  # the launcher's dynamic figure is found by the demangled name
+                assert (k.dynamic_smem_bytes > 0) == (t.file == "attn_mma.cu"), k.key
+    assert {t.arch for t in result.targets if t.file == "attn_mma.cu"} >= {"sm_120a", "sm_121a"}
     names = {k.kernel for t in result.targets for k in t.kernels}
     assert len(names) == sum(len(INSTANCES[f]) * len(check.builds(f)) for f in INSTANCES)
     if check.shutil.which("c++filt"):  # demangled: the launcher's names, a variant's with its options
@@ -182,3 +188,29 @@ def test_a_compile_is_kept_and_asked_again_without_nvcc(monkeypatch, tmp_path):
     check.compile_target("k.cu", "sm_90a", "nvcc", tmp_path, ("-DX=1",))  # other options: compiled afresh
     check.compile_target("k.cu", "sm_90a", "nvcc", tmp_path, (), use_cache=False)
     assert len(runs) == 3
+
+
+def test_shared_memory_over_the_targets_limit_fails(monkeypatch):
+    """GB10 (sm_121a) allows 99 KB per block: ptxas' static figure plus the launcher's dynamic one must fit."""
+    name = "attn_mma_kernel<128, false>"
+    report = check.KernelReport(name, "attn_mma.cu", "sm_121a", registers=255, smem_bytes=4 * 1024,
+                                dynamic_smem_bytes=96 * 1024)
+    monkeypatch.setattr(check, "compile_target", lambda f, a, nvcc, wd, options=(): check.TargetResult(
+        f, a, True, [report]))
+    monkeypatch.setattr(check, "nvcc_path", lambda: "nvcc")
+    result = check.run_check(["attn_mma.cu"], ["sm_121a"], baseline={})
+    assert check.SHARED_MEMORY_PER_BLOCK["sm_121a"] == check.SHARED_MEMORY_PER_BLOCK["sm_120a"] == 99 * 1024
+    assert result.failures == [f"{name}@sm_121a: 102400 bytes of shared memory per block (4096 static + 98304 "
+                               "dynamic), over sm_121a's 101376 (99 KB); shrink its tiles or stages for that target"]
+    report.dynamic_smem_bytes = 95 * 1024  # 99 KB exactly fits
+    assert check.run_check(["attn_mma.cu"], ["sm_121a"], baseline={}).ok
+    assert "101376" in check.format_table(result)  # the table shows the limit beside each kernel
+
+
+def test_the_portable_kernels_dynamic_shared_memory_is_counted():
+    # the Q tile (128 rows) and two K and two V^T stages of 64 keys, one byte per element
+    for d in (64, 128):
+        for f16 in (False, True):
+            assert check.DYNAMIC_SHARED_BYTES[f"attn_mma_kernel<{d}, {'true' if f16 else 'false'}>"] == (
+                128 * d + 2 * 64 * d + 2 * d * 64)
+    assert check.DYNAMIC_SHARED_BYTES["attn_mma_kernel<128, false>"] == 48 * 1024

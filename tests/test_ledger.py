@@ -192,9 +192,17 @@ def test_truncated_log_is_caught_by_the_view_anchor(tmp_path):
     assert "seq 3..4" in report.problems[0].message
 
 
-def test_without_a_view_truncation_is_a_stated_blind_spot(tmp_path):
+def test_without_a_view_verify_fails_and_names_the_fix(tmp_path):
     path = make_log(tmp_path)
     (tmp_path / "log.md").unlink()
+    report = ledger.verify(path)
+    assert [p.kind for p in report.problems] == ["view_missing"]
+    assert "sagelib log render" in report.problems[0].fix
+
+
+def test_a_view_without_an_anchor_is_a_stated_blind_spot(tmp_path):
+    path = make_log(tmp_path)
+    (tmp_path / "log.md").write_text("# a view written by hand, no anchor\n")
     report = ledger.verify(path)
     assert report.ok
     assert any("cannot be detected" in w for w in report.warnings)

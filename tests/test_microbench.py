@@ -23,7 +23,9 @@ def test_microbench_without_a_gpu_reports_why_for_every_rate(monkeypatch):
 def test_the_recorded_h200_microbenchmarks_load_as_rates():
     rates, document, path = microbench.latest_recording()
     assert path is not None and document["schema"] == microbench.SCHEMA
-    assert {r.key for r in rates} == {m.key for m in microbench.MICROBENCHES}
+    # the recording predates the e4m3 f16-accumulator bench (added for sm_120/sm_121, not yet run on a card)
+    assert {m.key for m in microbench.MICROBENCHES} - {r.key for r in rates} <= {"mma_sync_e4m3_f16acc"}
+    assert {r.key for r in rates} <= {m.key for m in microbench.MICROBENCHES}
     assert all(r.value and r.value > 0 for r in rates)
 
 

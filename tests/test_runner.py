@@ -208,9 +208,9 @@ def test_run_folder_is_utc_stamped_and_unique(tmp_path):
 
     now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     first = runner.run_folder(tmp_path, "cpu", now)
-    assert first == tmp_path / "20260102T030405Z-cpu"
-    first.mkdir()
+    assert first == tmp_path / "20260102T030405Z-cpu" and first.is_dir()  # claimed, not only named
     assert runner.run_folder(tmp_path, "cpu", now) == tmp_path / "20260102T030405Z-cpu-2"
+    assert runner.run_folder(tmp_path, "cpu", now) == tmp_path / "20260102T030405Z-cpu-3"
 
 
 # ----------------------------------------------------------------- the command line

@@ -239,3 +239,19 @@ def test_the_command_prints_the_history_and_refuses_a_single_document_flag(capsy
     for extra in (["--from", "x.json"], ["--strict"]):
         assert cli.main(["targets", "--history", *extra]) == 2
         assert "--history reads every recording" in capsys.readouterr().err
+
+
+def test_sage2_ratios_read_both_records_from_the_same_document():
+    shape = {"batch": 2, "heads": 32, "seq_q": 16384, "seq_kv": 16384, "head_dim": 128}
+
+    def record(backend, tops):
+        return {"backend": backend, "mode": "end_to_end", "tops": tops, "dtype": "fp16", "causal": False,
+                "shape": shape, "layout": "HND"}
+
+    document = {"records": [record("cuda-sm90", 858.6), record("sage2-sm90", 752.4)]}
+    statuses = targets.evaluate(document)
+    lines = targets.sage2_ratios(document, statuses)
+    d128 = [line for line in lines if line.startswith("Hopper kernel, D128 N16384, end to end")]
+    assert d128 and "1.141x" in d128[0] and "752.4" in d128[0]
+    assert any("no cuda-sm90 end_to_end record" in line for line in lines if "causal" in line)
+    assert targets.sage2_ratios({"records": [document["records"][0]]}, statuses) == []

@@ -22,7 +22,11 @@ typedef long long i64;
 // Constants of the numerical contract (sagelib/contract/presets.py).
 #define SAGE_LOG2E 1.44269504f
 #define SAGE_FP8_OFFSET 8.807f
-#define SAGE_MASK_SCORE (-5.0e6f)
+// The running row max starts below every real score (the lowest finite float); a hidden key's
+// exp2 argument and an all-hidden block's row max are -inf, so a hidden key's P is exactly 0
+// whatever the magnitude of the real scores (contract stages 3-4).
+#define SAGE_ROW_MAX_INIT (-3.40282347e38f)
+#define SAGE_NEG_INF __int_as_float(0xff800000)
 
 struct alignas(16) u32x4 {
   u32 x, y, z, w;

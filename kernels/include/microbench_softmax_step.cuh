@@ -10,7 +10,7 @@ SAGE_DEVICE float sm90_softmax_steps(int iters) {
   i32 s[Sm90Preset::S_REGS];
 #pragma unroll
   for (int i = 0; i < Sm90Preset::S_REGS; ++i) s[i] = ((threadIdx.x * 131 + i * 977) % 4001) - 2000;
-  float m[2] = {SAGE_MASK_SCORE, SAGE_MASK_SCORE}, l[2] = {0.0f, 0.0f};
+  float m[2] = {SAGE_ROW_MAX_INIT, SAGE_ROW_MAX_INIT}, l[2] = {0.0f, 0.0f};
   u32 acc = 0u;
   const BlockMask mask{0, 0, lane, 1 << 30, 0, false};
   for (int it = 0; it < iters; ++it) {

@@ -65,7 +65,7 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
       // The lane's max in the scaled domain, then across the quad: with per_thread
       // K scales each lane of a quad has its own mult, so INT32 maxima do not compare.
       float row_max = exact_int_to_float(mx) * mult;
-      if (MASKED && mx == SAGE_MASKED_S) row_max = SAGE_MASK_SCORE;
+      if (MASKED && mx == SAGE_MASKED_S) row_max = SAGE_NEG_INF;
       row_max = quad_max(row_max);
       const float m_new = fmaxf(m[t][half], row_max - SAGE_FP8_OFFSET);
       alpha[t][half] = fast_exp2(m[t][half] - m_new);
@@ -77,7 +77,7 @@ SAGE_DEVICE void online_softmax_block(const i32 (&s)[2][8][4], float mult, float
         for (int e = 0; e < 2; ++e) {
           const i32 si = s[t][j][2 * half + e];
           float x = fmaf(exact_int_to_float(si), mult, -m_new);
-          if (MASKED && si == SAGE_MASKED_S) x = SAGE_MASK_SCORE - m_new;
+          if (MASKED && si == SAGE_MASKED_S) x = SAGE_NEG_INF;
           const float pv = fast_exp2(x);
           p[t][j][2 * half + e] = pv;
           sum += pv;

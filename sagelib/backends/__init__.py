@@ -9,7 +9,9 @@ cuda-sm90      our Hopper kernel (sm_90 GPUs: H100, H200)
 cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64
 sdpa-*         PyTorch scaled_dot_product_attention with one SDPA backend
 sage           the ``sageattention`` package, when it is installed
-auto           ``cuda-sm90`` on sm_90, ``cuda`` on other GPUs with CuPy, else ``reference``
+sage2-*        SageAttention2's real CUDA kernels, built from source (``sagelib.backends.sage2``)
+auto           ``cuda-sm90`` on sm_90 (unless SAGELIB_HOPPER=off), ``cuda`` on other GPUs with CuPy, else
+               ``reference``
 =============  =============================================================
 
 Every backend answers the same call as :func:`sagelib.contract.attention`
@@ -59,6 +61,9 @@ _REGISTRY: dict[str, str] = {
     "sdpa-cudnn": "sagelib.backends.sdpa:SdpaCudnn",
     "sdpa-efficient": "sagelib.backends.sdpa:SdpaEfficient",
     "sage": "sagelib.backends.sage:SageBackend",
+    "sage2-sm90": "sagelib.backends.sage2:Sage2Sm90",
+    "sage2-sm89": "sagelib.backends.sage2:Sage2Sm89",
+    "sage2-sm89-per-warp-fp16": "sagelib.backends.sage2:Sage2Sm89PerWarpFp16",
     "cuda": "sagelib.backends.cuda:CudaBackend",
     "cuda-per-warp-fp16": "sagelib.backends.cuda:CudaPerWarpFp16",
     "cuda-sm90": "sagelib.backends.cuda:CudaSm90Backend",

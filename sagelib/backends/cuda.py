@@ -10,6 +10,10 @@ and returns a closure that launches only the attention kernel.
 specialisation) with the ``sm90`` preset's numerics; it runs on sm_90 GPUs only.
 ``cuda-sm90-k64`` is its three-consumer geometry: the ``sm90`` preset with 64-key
 online-softmax steps (the contract's ``cta_k=64``).
+
+``attention`` takes the fast host path (:mod:`sagelib.backends.kernels.plans`: validated and packed once per call
+signature, launched through the driver) whenever it can, and the general path otherwise
+(:meth:`CudaBackend.general_attention`, also what tests compare the plans with).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from sagelib.backends import Backend
+from sagelib.backends.kernels import plans
 
 
 class CudaBackend(Backend):
@@ -50,11 +55,30 @@ class CudaBackend(Backend):
             return str(exc)
         return None
 
-    def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
+    #: which host code runs the kernel on the fast path (sagelib.backends.kernels.plans)
+    kernel = "mma"
+    cta_k: int | None = None
+
+    def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False,
+                  causal_alignment="bottom_right"):
+        """The contract's call; ``causal_alignment`` 'top_left' is SDPA's for N_q != N_kv."""
+        if not return_lse and not self.check_finite and plans.enabled():
+            out = plans.run(self.kernel, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                            granularity=self.granularity, pv_accum=self.pv_accum, causal_alignment=causal_alignment,
+                            cta_k=self.cta_k)
+            if out is not None:
+                return out
+        return self.general_attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                                      return_lse=return_lse, causal_alignment=causal_alignment)
+
+    def general_attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False,
+                          causal_alignment="bottom_right"):
+        """Every call the way it went before plans: validated, allocated and packed anew (what plans must match)."""
         from sagelib.backends.kernels import mma
 
         return mma.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
-                             pv_accum=self.pv_accum, return_lse=return_lse, check_finite=self.check_finite)
+                             pv_accum=self.pv_accum, return_lse=return_lse, check_finite=self.check_finite,
+                             causal_alignment=causal_alignment)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
         from sagelib.backends.kernels import mma
@@ -77,6 +101,7 @@ class CudaSm90Backend(CudaBackend):
     """The sm_90a kernel (kernels/attn_sm90.cu), the contract's sm90 preset: per_thread, fp32+fp32."""
 
     name = "cuda-sm90"
+    kernel = "sm90"
 
     #: The contract's traversal block the kernel computes (None: the preset's 128 keys); with the head dim it
     #: picks the kernel's geometry (sm90.geometry_for).
@@ -87,19 +112,23 @@ class CudaSm90Backend(CudaBackend):
         self.description = f"our Hopper kernel: INT8 QK / e4m3 PV wgmma, TMA, sm90 preset, {granularity}, fp32+fp32"
 
     def unavailable_reason(self) -> str | None:
-        reason = super().unavailable_reason()
+        from sagelib.cuda.features import switched_off_reason
+
+        # the setting first: with the Hopper paths off the reason names it on any machine
+        reason = switched_off_reason() or super().unavailable_reason()
         if reason is not None:
             return reason
         from sagelib.backends.kernels import sm90
 
         return sm90.unavailable_reason()
 
-    def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
+    def general_attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False,
+                          causal_alignment="bottom_right"):
         from sagelib.backends.kernels import sm90
 
         return sm90.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
-                                  granularity=self.granularity, return_lse=return_lse, check_finite=self.check_finite,
-                                  cta_k=self.cta_k)
+                              granularity=self.granularity, return_lse=return_lse, check_finite=self.check_finite,
+                              cta_k=self.cta_k, causal_alignment=causal_alignment)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
         from sagelib.backends.kernels import sm90

@@ -22,6 +22,7 @@ import importlib.metadata
 import torch
 
 from sagelib.backends import Backend
+from sagelib.contract.arguments import check_call
 from sagelib.errors import InputError
 
 TESTED_VERSION = "1.0.6"
@@ -68,6 +69,7 @@ class SageBackend(Backend):
             raise InputError(f"dtype: sage backend takes float16 or bfloat16, got {q.dtype}; convert with q.half()")
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
+        check_call(causal=causal, sm_scale=sm_scale, return_lse=return_lse)
         if return_lse:
             raise InputError("return_lse: the sageattention package does not return the log-sum-exp; "
                              "use the reference or cuda backend when lse is needed")
@@ -83,6 +85,7 @@ class SageBackend(Backend):
         None when the installed version lacks the 1.0.6 module layout, or for head_dim 96 (which
         1.0.6 sends to separate kernels this closure does not wrap).
         """
+        check_call(causal=causal, sm_scale=sm_scale)
         self._check(q, layout)
         if q.shape[-1] == 96:
             return None

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from sagelib.backends import Backend
+from sagelib.contract.arguments import check_call
 from sagelib.errors import InputError
 
 _KINDS = {
@@ -60,6 +61,7 @@ class SdpaBackend(Backend):
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
         from torch.nn.attention import sdpa_kernel
 
+        check_call(causal=causal, sm_scale=sm_scale, return_lse=return_lse)
         if return_lse:
             raise InputError(f"return_lse: {self.name} does not return the log-sum-exp; "
                              "use the reference or cuda backend when lse is needed")

@@ -5,6 +5,7 @@
     sagelib bench --list                # backends and whether each can run here
     sagelib bench --suite default --out bench.json   # the full bench `sagelib targets` reads (quantizers first)
     sagelib bench --suite quick | --suite quant      # fewer shapes and reps | the quantizers alone
+    sagelib bench --host-overhead --out host.json   # host us per call, TOPS back to back vs synced (issue 33)
 
 Prints a table (median, IQR, TOPS, ratio to every peer in the run, output check) and, with
 --out, writes the JSON document of :mod:`sagelib.measure.bench` (environment, ceilings, every record).
@@ -23,6 +24,7 @@ import sys
 
 from sagelib.commands.args import output_file
 from sagelib.errors import InputError, KernelUnavailable, UsageError
+from sagelib.measure import distribute
 from sagelib.measure.bench_suites import SUITES
 
 #: Idle seconds before each timed case on a GPU (sagelib.measure.bench.TimingConfig.cooldown_s; the suites
@@ -65,6 +67,9 @@ def register(subparsers) -> None:
                              f"before it left (default {CUDA_COOLDOWN_S:g} on cuda, 0 on cpu)")
     parser.add_argument("--no-kernel-only", action="store_true",
                         help="skip the kernel-only timing of quantized backends")
+    parser.add_argument("--no-user-view", action="store_true",
+                        help="skip what a caller sees besides back-to-back GPU time: the 'synced' rows (a sync after "
+                             "each call) and the 'host' rows (host time per call, no sync)")
     parser.add_argument("--ceilings", choices=("measure", "skip"),
                         help="measure the card's int8/fp8/bf16 GEMM and copy ceilings first (default measure; "
                              "skip with --suite)")
@@ -74,6 +79,12 @@ def register(subparsers) -> None:
     parser.add_argument("--out", metavar="FILE.json", help="write the JSON document here")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument("--list", action="store_true", help="list backends and whether each can run here")
+    parser.add_argument("--host-overhead", action="store_true",
+                        help="host microseconds per call (no sync, median of 5 x 50 calls) of our backends, the "
+                             "sagelib.attention op and SDPA at B1 H8 N256 D128 and B32 H32 N1024 D128, and TOPS back "
+                             "to back vs a sync after each call at B2 H32 N16384 D128 and B32 H32 N1024 D128 "
+                             "(--backends overrides the backends)")
+    distribute.add_arguments(parser, "(backend, shape, causal) case")
     parser.set_defaults(func=main)
 
 
@@ -169,7 +180,8 @@ def _plan(args, suite=None):
         if args.device == "cpu" and name != "reference":
             raise UsageError(f"--backends: {name!r} needs --device cuda; on the CPU only 'reference' runs")
     return SweepPlan(backends=list(dict.fromkeys(names)), shapes=shapes, causal=causal, dtype=args.dtype,
-                     layout=args.layout, kernel_only=not args.no_kernel_only, timing=timing, seed=args.seed)
+                     layout=args.layout, kernel_only=not args.no_kernel_only, timing=timing, seed=args.seed,
+                     user_view=args.device == "cuda" and not args.no_user_view)
 
 
 def list_backends() -> int:
@@ -183,7 +195,13 @@ def list_backends() -> int:
 def main(args) -> int:
     if args.list:
         return list_backends()
+    if args.host_overhead:
+        return host_overhead(args)
+    where = distribute.placement(args.gpus, args.scheduler)
     suite = apply_suite(args)
+    if where is not None and suite is not None and not suite.attention:
+        raise UsageError(f"{where.describe()}: --suite {args.suite} is one measurement, nothing to spread over GPUs; "
+                         "leave out --gpus/--scheduler")
     if suite is not None:
         import torch
 
@@ -196,12 +214,12 @@ def main(args) -> int:
 
     import torch
 
-    from sagelib.measure.bench import format_table, run_sweep
+    from sagelib.measure.bench import run_sweep
     from sagelib.measure.ceilings import format_ceilings, measure_ceilings
-    from sagelib.records import documents
 
-    if args.out:
-        out = output_file("--out", args.out)
+    out = output_file("--out", args.out) if args.out else None
+    if where is not None:
+        return _report(args, _on_cluster(args, plan, suite, where), out)
     device = torch.device(args.device)
     ceilings = {}
     if args.ceilings == "measure" and device.type == "cuda":
@@ -215,8 +233,16 @@ def main(args) -> int:
         from sagelib.measure.bench_suites import with_quantizers
 
         document = with_quantizers(document, quantizers)
+    return _report(args, document, out)
+
+
+def _report(args, document, out) -> int:
+    """Print the table, write ``out``, name every failed record; the exit status."""
+    from sagelib.measure.bench import format_table
+    from sagelib.records import documents
+
     print(format_table(document))
-    if args.out:
+    if out:
         documents.write_json(document, out)
         print(f"sagelib bench: wrote {out}")
     failed = [r for r in document["records"] if r.get("error") or not (r.get("check") or {}).get("ok")]
@@ -224,6 +250,32 @@ def main(args) -> int:
         print(f"sagelib bench: FAILED {r['backend']} {r['mode']}: "
               f"{r.get('error') or (r.get('check') or {}).get('problem')}", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _on_cluster(args, plan, suite, where) -> dict:
+    """The sweep with each case a Dask task on one GPU (sagelib.measure.bench_cluster); the same document."""
+    from sagelib.measure import bench_cluster
+    from sagelib.measure.ceilings import format_ceilings
+
+    command = _command(args)
+    quantizer_shapes = None
+    if suite is not None:
+        from sagelib.measure import quant_bench
+
+        quantizer_shapes = () if args.no_quant else tuple(quant_bench.SHAPES)
+    with distribute.open_client(where) as client:
+        document, quantizers = bench_cluster.run_sweep(
+            client, plan, args.device, ceilings=args.ceilings == "measure", quantizer_shapes=quantizer_shapes,
+            command=command, progress=not args.no_progress, placement=bench_cluster.placement_record(client, where))
+    if document["ceilings"]:
+        print(format_ceilings(document["ceilings"]))
+    if quantizers is not None:
+        from sagelib.measure import quant_bench
+        from sagelib.measure.bench_suites import with_quantizers
+
+        print(quant_bench.format_rows(quantizers["rows"], quantizers["copy_tb_s"]))
+        document = with_quantizers(document, quantizers)
+    return document
 
 
 def _command(args) -> str:
@@ -249,4 +301,29 @@ def run_quant_suite(args) -> int:
     if out:
         documents.write_json(quantizers, out)
         print(f"sagelib bench: wrote {out}")
+    return 0
+
+
+def host_overhead(args) -> int:
+    """``--host-overhead``: sagelib.measure.host_time's protocol, printed and with --out written as JSON."""
+    import json
+
+    import torch
+
+    from sagelib.measure import host_time, recordings
+
+    out = output_file("--out", args.out) if args.out else None
+    if not torch.cuda.is_available():
+        raise KernelUnavailable(f"--host-overhead: no CUDA GPU is visible to torch {torch.__version__}; "
+                                "run it on a GPU host")
+    names = host_time.HOST_BACKENDS if args.backends is None else [n for n in args.backends.split(",") if n]
+    usable, skipped = recordings.usable_backends(list(names))
+    for name, reason in skipped.items():
+        print(f"sagelib bench: backend {name}: skipped ({reason})", file=sys.stderr)
+    document = host_time.host_overhead(torch.device("cuda"), usable)
+    document["command"] = "sagelib " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    print(host_time.format_host_overhead(document))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(document, indent=1))
     return 0

@@ -3,6 +3,7 @@
     sagelib gpu-run                                # on the GPU host: every notebook, gpu profile, into /tmp/sagelib-gpu-run
     sagelib gpu-run --wheelhouse .whl --out OUT    # install the carried notebook stack first if the image lacks it
     sagelib gpu-run --record gpu-run-abc1234       # ... and keep the run in data/results there
+    sagelib gpu-run --no-hopper                    # the run a card without wgmma and TMA gets (SAGELIB_HOPPER=off)
     sagelib gpu-run --from RUN_DIR --record gpu-run-abc1234 --command "sagelib gpu-run" --annotation "..."
                                                    # back home: keep a fetched run folder (OUT/run) as recordings
 
@@ -46,6 +47,9 @@ def register(subparsers) -> None:
     parser.add_argument("--annotation", metavar="TEXT", action="append", default=[],
                         help="a note kept with every recording (repeatable)")
     parser.add_argument("--results", metavar="DIR", help="where recordings go (default data/results)")
+    parser.add_argument("--no-hopper", action="store_true",
+                        help="switch the Hopper paths off (SAGELIB_HOPPER=off for the run): what a card without "
+                             "wgmma and TMA gets, proved on an sm_90 GPU")
     parser.set_defaults(func=main)
 
 
@@ -58,8 +62,9 @@ def main(args) -> int:
         if args.record is None or args.command is None:
             raise UsageError("--from: records a fetched run folder; give --record STEM and --command TEXT (the "
                              "command that produced it), e.g. --record gpu-run-abc1234 --command 'sagelib gpu-run'")
-        if args.only or args.wheelhouse:
-            raise UsageError("--from records a run already made; --only and --wheelhouse go with a run, leave them out")
+        if args.only or args.wheelhouse or args.no_hopper:
+            raise UsageError("--from records a run already made; --only and --wheelhouse go with a run, as does "
+                             "--no-hopper; leave them out")
         return _record(gpu_run, Path(args.source), args.command, args)
     if args.command is not None:
         raise UsageError("--command names the command of a fetched run (--from); a run here records its own")
@@ -76,9 +81,13 @@ def main(args) -> int:
         raise KernelUnavailable(f"gpu-run runs the gpu profile: torch {torch.__version__} sees no CUDA GPU here; "
                                 "`sagelib run --profile cpu` runs the workbook without one")
     from sagelib import paths
+    from sagelib.cuda import features
     from sagelib.cuda.build import cache_dir
 
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    if args.no_hopper:
+        features.switch_off(env)  # the run's child and its notebooks inherit it
+    features.hopper_switched_off(env)  # a malformed SAGELIB_HOPPER is refused (UsageError) before anything runs
     env.setdefault("SAGELIB_KERNEL_CACHE", str(paths.REPO_ROOT / "build" / "kernel_cache"))
     os.environ["SAGELIB_KERNEL_CACHE"] = env["SAGELIB_KERNEL_CACHE"]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(paths.REPO_ROOT), env.get("PYTHONPATH")]))
@@ -94,6 +103,8 @@ def main(args) -> int:
 
         shutil.rmtree(run_dir)
     summary = [gpu_run.gpu_line()]
+    if features.hopper_switched_off(env):
+        summary.append(f"Hopper paths: off ({features.HOPPER_SETTING}=off)")
     start = time.monotonic()
     status = gpu_run.run_notebooks(run_dir, out / "run.log", env, args.only)
     summary.append(f"sagelib run --profile gpu: exit {status} in {time.monotonic() - start:.0f} s")

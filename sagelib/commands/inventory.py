@@ -1,14 +1,16 @@
 """``sagelib inventory``: the reference inventory of artifacts that results rest on.
 
-    sagelib inventory verify                  # rehash all; exit 1 on any changed or missing artifact
+    sagelib inventory verify                  # rehash all; exit 1 on any changed, missing or unreadable
+                                              # artifact, unlisted data/results file, or entry removed or
+                                              # re-recorded since the last commit
     sagelib inventory add NUMERICAL_CONTRACT.md --kind contract --command "written by hand"
     sagelib inventory add outputs/runs/X/00_contract/results.json --kind parity \\
         --command "sagelib run --profile gpu" --environment outputs/runs/X/environment.json
     sagelib inventory block canonical-inputs --subject "canonical input tensors" \\
         --reason "never retained" --unblock "generate and commit them"
 
-Exit status: 0 done (verify: every artifact unchanged); 1 some artifact changed or
-missing; 2 bad input.
+Exit status: 0 done (verify: every artifact unchanged, every result file listed, the committed
+entries kept); 1 otherwise, each row named with its fix; 2 bad input.
 """
 
 from __future__ import annotations
@@ -75,17 +77,31 @@ def _inventory(args) -> Path:
                           "--inventory out for data/reference_inventory.json")
 
 
+STATUSES = ("ok", "changed", "missing", "unreadable", "unlisted", "removed", "rerecorded")
+_DETAILS = {
+    "changed": "its bytes differ from the recorded hash; restore it from git, or re-record it on purpose with "
+               "`sagelib inventory add PATH --kind KIND --command CMD --replace`",
+    "missing": "no such file; restore it from git, or remove its entry on purpose",
+}
+
+
 def cmd_verify(args) -> int:
     path = _inventory(args)
-    rows = inventory.verify_inventory(path, args.root)
+    check = inventory.check_inventory(path, args.root)
+    rows = check.rows
     width = max([len(r.path) for r in rows] + [8])
-    print(f"{'artifact':<{width}}  {'kind':<15}  {'status':<7}  recorded      current")
+    print(f"{'artifact':<{width}}  {'kind':<15}  {'status':<10}  recorded      current")
     for row in rows:
         current = row.current_sha256[:12] if row.current_sha256 else "-"
-        print(f"{row.path:<{width}}  {row.kind:<15}  {row.status:<7}  {row.recorded_sha256[:12]}  {current}")
+        print(f"{row.path:<{width}}  {row.kind:<15}  {row.status:<10}  {row.recorded_sha256[:12] or '-':<12}  {current}")
     bad = [r for r in rows if r.status != "ok"]
-    print(f"{len(rows)} artifact(s): {len(rows) - len(bad)} ok, "
-          f"{sum(r.status == 'changed' for r in rows)} changed, {sum(r.status == 'missing' for r in rows)} missing")
+    counts = [f"{sum(r.status == s for r in rows)} {s}" for s in STATUSES
+              if s in ("ok", "changed", "missing") or any(r.status == s for r in rows)]
+    print(f"{len(rows)} artifact(s): {', '.join(counts)}")
+    for row in bad:
+        print(f"  {row.status}: {row.path}: {row.detail or _DETAILS[row.status]}")
+    for note in check.notes:
+        print(f"  {note}")
     listed = inventory.blockers(path, args.root)
     print(f"{len(listed)} blocker(s):")
     for blocker in listed:

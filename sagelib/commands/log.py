@@ -177,6 +177,8 @@ def cmd_verify(args) -> int:
         print(f"  {problem.kind:<13} {problem.text()}")
     for warning in report.warnings:
         print(f"  warning       {warning}")
+    for note in report.notes:
+        print(f"  {note}")
     return 0 if report.ok else 1
 
 

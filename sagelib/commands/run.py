@@ -35,6 +35,9 @@ def register(subparsers) -> None:
                              "true/false/null, or plain text); repeatable")
     parser.add_argument("--out", metavar="DIR",
                         help="run folder (default: outputs/runs/<utc-time>-<profile>/)")
+    parser.add_argument("--gpus", metavar="N|all",
+                        help="run up to N notebooks at once, each on its own GPU of this host (CUDA_VISIBLE_DEVICES "
+                             "per notebook; default: one after another, as before)")
     parser.add_argument("--list", action="store_true",
                         help="list the notebooks with their parameters and profile values, run nothing")
     parser.add_argument("--notebooks", metavar="DIR", default=str(notebooks.NOTEBOOKS_DIR),
@@ -42,10 +45,19 @@ def register(subparsers) -> None:
     parser.add_argument("--profiles", metavar="FILE",
                         help="profiles file (default: profiles.yaml in the notebooks folder)")
     parser.add_argument("--no-progress", action="store_true", help="hide papermill's per-cell progress bar")
+    parser.add_argument("--no-hopper", action="store_true",
+                        help="switch the Hopper paths off (sets SAGELIB_HOPPER=off for the notebooks): the run a card "
+                             "without wgmma and TMA gets (sm_89, sm_120, sm_121)")
     parser.set_defaults(func=main)
 
 
 def main(args) -> int:
+    gpus = None
+    if args.gpus is not None and not args.list:  # checked before the plan, which makes the run folder
+        from sagelib.measure.distribute import parse_gpus
+        from sagelib.run.placement import visible_gpus
+
+        gpus = visible_gpus(parse_gpus(args.gpus))
     notebooks_dir = Path(args.notebooks)
     profiles_path = notebooks_dir / parameters.PROFILES_FILE
     if args.profiles is not None:  # only the default may be absent (no profiles); a given file must exist
@@ -53,6 +65,11 @@ def main(args) -> int:
                                    "or leave --profiles out to use the one in the notebooks folder")
     if args.list:
         return list_notebooks(notebooks_dir, profiles_path, args.only, args.profile)
+    from sagelib.cuda import features
+
+    if args.no_hopper:
+        features.switch_off()  # the notebooks' kernels inherit it
+    features.hopper_switched_off()  # a malformed SAGELIB_HOPPER is refused before anything runs
     profile = args.profile or parameters.default_profile()
     try:
         plan = runner.plan_run(
@@ -61,8 +78,9 @@ def main(args) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}")
-    report = runner.execute_plan(plan, progress_bar=not args.no_progress)
+    print(f"sagelib run: {len(plan.notebooks)} notebook(s), {profile} profile, into {plan.folder}"
+          + (f", side by side on GPU(s) {','.join(gpus)}" if gpus else ""))
+    report = runner.execute_plan(plan, progress_bar=not args.no_progress and not gpus, gpus=gpus)
     for line in report.failures:
         print(f"sagelib run: FAILED {line}", file=sys.stderr)
     print(f"index: {report.index}")

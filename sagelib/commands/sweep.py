@@ -45,13 +45,20 @@ def register(subparsers) -> None:
     parser.add_argument("--sustain", type=float, default=None, metavar="SECONDS",
                         help="run each variant back to back this long from idle, sampling clock and power")
     parser.add_argument("--idle-s", type=float, default=3.0, help="with --sustain: idle seconds before each variant")
+    from sagelib.measure import distribute
+
+    distribute.add_arguments(parser, "shape (all its variants)")
     parser.set_defaults(func=main)
 
 
 def main(args) -> int:
     from sagelib.commands.args import output_file
-    from sagelib.measure import sweep_sm90
+    from sagelib.measure import distribute, sweep_sm90
     from sagelib.measure.sm90_schedules import SHAPES
+
+    where = distribute.placement(args.gpus, args.scheduler)
+    if where is not None and args.build_only:
+        raise UsageError(f"--build-only compiles here, on no GPU; leave out {where.describe()}")
 
     if args.sustain is not None and (args.sustain <= 1.5 or args.idle_s < 0):
         raise UsageError(f"--sustain/--idle-s: expected more than 1.5 s of load (the first second is the clock's "
@@ -82,21 +89,27 @@ def main(args) -> int:
 
     from sagelib.backends.kernels import sm90
 
-    reason = sm90.unavailable_reason()
+    reason = sm90.unavailable_reason() if where is None or where.gpus else None  # --scheduler: the workers check
     if reason:
         raise KernelUnavailable(f"the sweep times the Hopper kernel: {reason}; `sagelib sweep --build-only` "
                                 "fills the kernel cache without a GPU")
     settings = sweep_sm90.SweepSettings(ablate=args.ablate, only=only, cta_k=args.cta_k, rounds=args.rounds,
                                         sustain_s=args.sustain, idle_s=args.idle_s)
     print(sweep_sm90.header(settings))
-    rows = []
-    for shape in shapes:
-        for row, line in sweep_sm90.sweep_shape(shape, settings, schedules):
-            rows.append(row)
-            print(line, flush=True)
+    rows, device = [], None
+    if where is not None:  # each shape a task on one GPU; its lines printed as it comes back
+        with distribute.open_client(where) as client:
+            rows, device = sweep_sm90.sweep_on_cluster(client, shapes, settings, schedules,
+                                                       on_line=lambda line: print(line, flush=True))
+    else:
+        for shape in shapes:
+            for row, line in sweep_sm90.sweep_shape(shape, settings, schedules):
+                rows.append(row)
+                print(line, flush=True)
     if out:
         given = sys.argv[2:] if sys.argv[1:2] == ["sweep"] else []
-        document, nonfinite = sweep_sm90.document(rows, " ".join(["sagelib sweep", *map(shlex.quote, given)]))
+        document, nonfinite = sweep_sm90.document(rows, " ".join(["sagelib sweep", *map(shlex.quote, given)]),
+                                                  device)
         if nonfinite:
             print(f"--out: {nonfinite} NaN or infinite figure(s) written as null", file=sys.stderr)
         from sagelib.records import documents

@@ -68,6 +68,10 @@ def run(args) -> int:
         print("re-measures considered: " + ", ".join(str(p.name) for _, p in remeasures))
     statuses = targets.evaluate(document, remeasures=remeasures)
     print(targets.format_table(statuses))
+    ratios = targets.sage2_ratios(document, statuses)
+    if ratios:
+        print("\nagainst the real SageAttention2 in the same run (ours / theirs, end to end):")
+        print("\n".join(ratios))
     return 1 if args.strict and not all(s.met for s in statuses) else 0
 
 

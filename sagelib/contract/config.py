@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import (
+    check_flag,
+    check_integer,
+    check_number,
+    check_sm_scale,
+)
 
 
 @dataclass(frozen=True)
@@ -21,6 +27,10 @@ class Exact:
     pv_accum: bool = False  #: exact P.V accumulation instead of FP22 / fp16 inner accumulators
     float64_state: bool = False  #: scores, softmax state and O in float64 instead of fp32
     output_rounding: bool = False  #: return float64 instead of rounding to the input dtype
+
+    def __post_init__(self):
+        for name in self.stage_names():
+            check_flag(f"exact.{name}", getattr(self, name))
 
     @classmethod
     def everything(cls) -> "Exact":
@@ -56,6 +66,11 @@ class ContractConfig:
     causal_alignment: str = "bottom_right"
     sm_scale: float | None = None  #: None = head_dim ** -0.5 of the unpadded head_dim
     lse_correction: str = "fp32"
+    #: The GPU the kernel runs on (one of presets.TARGETS); None = the preset's own (sm89 / sm90). It decides
+    #: the default ``mma_accumulator``: e4m3 mma.sync accumulates in FP22 on Ada but in fp32 on Hopper.
+    target: str | None = None
+    #: What the fp8 MMA's accumulator keeps of each k32 step: "fp22" or "fp32"; None = the target's.
+    mma_accumulator: str | None = None
     #: The running max is stored as (max - fp8_offset); any value cancels, 8.807 makes max(P) ~ 448.
     fp8_offset: float = P.FP8_OFFSET
     #: Keys per online-softmax step and inner-accumulator span; None = the preset's cta_k. For
@@ -65,6 +80,11 @@ class ContractConfig:
     check_finite: bool = True
 
     def __post_init__(self):
+        for name in ("smooth_k", "smooth_v", "causal", "check_finite"):  # types first: no truthiness below
+            check_flag(name, getattr(self, name))
+        check_sm_scale(self.sm_scale)
+        check_number("fp8_offset", self.fp8_offset)
+        check_integer("cta_k", self.cta_k, allow_none=True)
         _check_choice("preset", self.preset, tuple(P.PRESETS))
         _check_choice("granularity", self.granularity, P.GRANULARITIES)
         if self.flavour is not None:
@@ -72,15 +92,17 @@ class ContractConfig:
         _check_choice("pv_accum", self.pv_accum, P.PV_ACCUM_MODES)
         _check_choice("causal_alignment", self.causal_alignment, P.CAUSAL_ALIGNMENTS)
         _check_choice("lse_correction", self.lse_correction, P.LSE_CORRECTIONS)
+        if self.target is not None:
+            _check_choice("target", self.target, P.TARGETS)
+            P.mma_accumulator_for(self.preset, self.target)  # a preset that cannot run there is refused
+        if self.mma_accumulator is not None:
+            _check_choice("mma_accumulator", self.mma_accumulator, P.MMA_ACCUMULATORS)
         if self.smooth_v and self.pv_accum != "fp32+fp32" and self.pv_accum != "fp32":
             raise ValueError(
                 f"smooth_v: only defined for the fp32 accumulation modes, got pv_accum={self.pv_accum!r}; "
                 "use pv_accum='fp32+fp32' or smooth_v=False"
             )
-        if self.sm_scale is not None and not (self.sm_scale > 0 and self.sm_scale != float("inf")):
-            raise ValueError(f"sm_scale: expected a positive finite number or None, got {self.sm_scale!r}")
-        if self.cta_k is not None and not (isinstance(self.cta_k, int) and self.cta_k >= 16
-                                           and self.cta_k % 16 == 0):
+        if self.cta_k is not None and not (self.cta_k >= 16 and self.cta_k % 16 == 0):
             raise ValueError(f"cta_k: expected None (the preset's {P.PRESETS[self.preset].cta_k}) or a positive "
                              f"multiple of 16 keys, got {self.cta_k!r}")
         if not isinstance(self.exact, Exact):
@@ -90,6 +112,11 @@ class ContractConfig:
     def geometry(self) -> P.Preset:
         preset = P.PRESETS[self.preset]
         return preset if self.cta_k is None else replace(preset, cta_k=self.cta_k)
+
+    @property
+    def accumulator(self) -> str:
+        """The fp8 MMA accumulator in force: ``mma_accumulator``, else the target's (presets table)."""
+        return self.mma_accumulator or P.mma_accumulator_for(self.preset, self.target)
 
     @property
     def quantizer_flavour(self) -> str:
@@ -106,5 +133,5 @@ class ContractConfig:
 
 
 def _check_choice(name: str, value, choices: tuple) -> None:
-    if value not in choices:
+    if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")

@@ -42,6 +42,11 @@ def truncate_fp22(x: torch.Tensor) -> torch.Tensor:
     return (as_int & mask).view(torch.float32).to(x.dtype)
 
 
+def round_fp32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded through fp32 (an fp32 MMA accumulator), in x's dtype."""
+    return x.to(torch.float32).to(x.dtype)
+
+
 def round_fp16(x: torch.Tensor) -> torch.Tensor:
     """``x`` rounded through fp16 (the fp32+fp16 inner accumulator), in x's dtype."""
     return x.to(torch.float32).to(torch.float16).to(x.dtype)
@@ -75,10 +80,15 @@ def token_permutation(n_padded: int, device=None) -> torch.Tensor:
 
 
 def v_channel_scales(v32: torch.Tensor, pv_accum: str):
-    """Per-channel amax over tokens -> (v_scale, multiplier) for ``v32`` float32 [B, H, N, D]."""
+    """Per-channel amax over tokens -> (v_scale, multiplier) for ``v32`` float32 [B, H, N, D].
+
+    v_scale = amax * fl32(1 / scale_max); multiplier = scale_max * fl32(1 / amax): a rounded
+    reciprocal of amax, then a rounded product (not the correctly rounded scale_max / amax), as
+    SageAttention2's fast-math V quantizer computes it (measured on its bytes, see NUMERICAL_CONTRACT.md).
+    """
     scale_max = P.V_SCALE_MAX[pv_accum]
     amax = v32.abs().amax(dim=2).clamp(min=P.V_AMAX_FLOOR)  # [B, H, D]
-    return amax * reciprocal_f32(scale_max), constant_over(scale_max, amax)
+    return amax * reciprocal_f32(scale_max), constant_over(1.0, amax) * torch.tensor(scale_max, dtype=torch.float32)
 
 
 def quantize_v_hnd(v: torch.Tensor, preset: str, pv_accum: str, smooth_v: bool) -> QuantizedV:

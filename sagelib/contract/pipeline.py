@@ -15,13 +15,21 @@ from dataclasses import dataclass
 import torch
 
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 from sagelib.contract.config import ContractConfig
-from sagelib.contract.fp8 import quantize_v_hnd, round_e4m3, round_fp16, truncate_fp22
+from sagelib.contract.fp8 import (
+    quantize_v_hnd,
+    round_e4m3,
+    round_fp16,
+    round_fp32,
+    truncate_fp22,
+)
 from sagelib.contract.quantize import _quantize_qk_hnd, k_group_index, q_group_index
 from sagelib.contract.smoothing import k_mean
 from sagelib.contract.validate import (
     Shapes,
     check_qkv,
+    check_score_range,
     default_sm_scale,
     from_hnd,
     pad_head_dim,
@@ -49,6 +57,8 @@ def attention_hnd(q, k, v, config: ContractConfig, shapes: Shapes, return_lse: b
     cdtype = torch.float64 if exact.float64_state else torch.float32
     dp = shapes.padded_head_dim
     sm_scale = default_sm_scale(shapes.head_dim, config.sm_scale)
+    if config.check_finite:
+        check_score_range(q, k, sm_scale)
     ops = _operands(pad_head_dim(q, dp), pad_head_dim(k, dp), pad_head_dim(v, dp), config, shapes, sm_scale, cdtype)
 
     n_q, n_kv, cta_k = shapes.n_q, shapes.n_kv, config.geometry.cta_k
@@ -65,6 +75,9 @@ def attention_hnd(q, k, v, config: ContractConfig, shapes: Shapes, return_lse: b
         stop = min(start + cta_k, n_kv)
         s = torch.matmul(ops.q_op, ops.k_op[:, :, start:stop].transpose(-1, -2))
         s = s * ops.score_scale * ops.k_scale_cols[..., start:stop]
+        if not bool(torch.isfinite(s).all()):
+            raise ValueError("q, k, sm_scale: scores overflow float32 (they would give NaN, not attention); "
+                             "scale q, k or sm_scale down")
         if config.causal:
             keys = torch.arange(start, stop, device=dev).unsqueeze(0)
             s = s.masked_fill(_causal_mask(q_rows, keys, n_q, n_kv, config.causal_alignment), P.MASK_SCORE)
@@ -139,21 +152,23 @@ def _operands(q, k, v, config: ContractConfig, shapes: Shapes, sm_scale: float, 
 def _accumulate(o, alpha, p, v_blk, config: ContractConfig):
     """Stage 6: add one key block's P.V into O.
 
-    fp32+fp32 / fp32+fp16: a fresh inner accumulator (FP22 or fp16) holds the block's
+    fp32+fp32 / fp32+fp16: a fresh inner accumulator (the MMA's, or fp16) holds the block's
     product, one k32 step at a time, then joins O with an ordinary add.
-    fp32: O itself is the FP22 accumulator across all blocks.
+    fp32: O itself is the MMA's accumulator across all blocks.
+    The MMA's accumulator is FP22 or fp32 by ``config.accumulator`` (the target decides).
     """
     rescaled = o * alpha.unsqueeze(-1)
     if config.exact.pv_accum:
         return rescaled + torch.matmul(p, v_blk)
     steps = _k32_partials(p, v_blk)  # [steps, B, H, N_q, D]
+    mma_round = truncate_fp22 if config.accumulator == "fp22" else round_fp32
     if config.pv_accum == "fp32":
         acc = rescaled
         for partial in steps:
-            acc = truncate_fp22(acc + partial)
+            acc = mma_round(acc + partial)
         return acc
     inner = torch.zeros_like(o)
-    round_inner = truncate_fp22 if config.pv_accum == "fp32+fp32" else round_fp16
+    round_inner = mma_round if config.pv_accum == "fp32+fp32" else round_fp16
     for partial in steps:
         inner = round_inner(inner + partial)
     return rescaled + inner
@@ -215,15 +230,18 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm90",
     options (see ContractConfig): flavour, smooth_k, smooth_v, causal_alignment
     ("bottom_right" default; "top_left" reproduces the imported kernels when N_q != N_kv),
     lse_correction ("fp32" or "input_dtype"), exact (an Exact), check_finite, cta_k (keys per
-    online-softmax step; None = the preset's, another value for structure studies only).
+    online-softmax step; None = the preset's, another value for structure studies only), target
+    (the GPU the kernel runs on: "sm89", "sm90", "sm120", "sm121"; None = the preset's own) and
+    mma_accumulator ("fp22" or "fp32"; None = the target's, see presets.MMA_ACCUMULATOR_BY_TARGET).
     """
-    config = ContractConfig(preset=preset, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
+    config = ContractConfig(preset=preset, granularity=granularity, pv_accum=pv_accum, causal=causal,
                             sm_scale=sm_scale).with_options(**options)
     return run(q, k, v, config, layout=layout, return_lse=return_lse)
 
 
 def run(q, k, v, config: ContractConfig, layout: str = "HND", return_lse: bool = False):
     """:func:`attention` with a ready ContractConfig."""
+    check_flag("return_lse", return_lse)
     shapes = check_qkv(q, k, v, layout, check_finite=config.check_finite)
     out, lse = attention_hnd(to_hnd(q, layout), to_hnd(k, layout), to_hnd(v, layout), config, shapes, return_lse)
     out = from_hnd(out, layout)

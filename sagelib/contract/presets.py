@@ -12,16 +12,45 @@ from dataclasses import dataclass
 LOG2E = 1.44269504
 #: The running max is stored as (max - FP8_OFFSET) so that P = exp2(s - m) <= 2**8.807 ~ 448.
 FP8_OFFSET = 8.807
-#: Value given to masked and out-of-range scores (finite, so no row becomes NaN).
-MASK_SCORE = -5.0e6
-#: Initial running max of every row.
-INITIAL_ROW_MAX = MASK_SCORE
+#: Value given to masked and out-of-range scores: -inf, so a hidden key's P is exactly 0 whatever the
+#: magnitude of the real scores (a finite sentinel such as -5e6 is overtaken by real scores below it).
+MASK_SCORE = float("-inf")
+#: Initial running max of every row: the lowest finite float32, below every real score, so that
+#: exp2(m - m_new) stays finite (1 while a row has seen only hidden keys, 0 once it sees one).
+INITIAL_ROW_MAX = -3.4028234663852886e38
 #: Largest finite e4m3 value; P and V saturate here.
 E4M3_MAX = 448.0
 #: Tokens per k-step of the fp8 mma (m16n8k32 / wgmma k32); the FP22 emulation truncates after each.
 MMA_K_FP8 = 32
 #: Mantissa bits the fp8 tensor-core accumulator drops from fp32 (FP22 = 1 + 8 + 13 bits).
 FP22_DROPPED_MANTISSA_BITS = 10
+
+#: What the fp8 MMA's accumulator keeps of each k32 step's running sum: "fp22" (fp32 with the low 10
+#: mantissa bits truncated) or "fp32". A property of the instruction *and the GPU it runs on*.
+MMA_ACCUMULATORS = ("fp22", "fp32")
+#: GPU architectures a kernel family may run on (the ``target`` option).
+TARGETS = ("sm89", "sm90", "sm120", "sm121")
+#: The accumulator of each (preset, target) that runs, with why (NUMERICAL_CONTRACT.md quotes the sources).
+MMA_ACCUMULATOR_BY_TARGET = {
+    ("sm89", "sm89"): "fp22",    # e4m3 mma.sync on Ada: FP22 (SageAttention2 paper)
+    ("sm89", "sm90"): "fp32",    # e4m3 mma.sync on Hopper: ptxas widens it to f16 HMMA with fp32 accumulation
+    ("sm89", "sm120"): "fp32",   # consumer Blackwell: fp32 (SageAttention's sm120/sm121 dispatch)
+    ("sm89", "sm121"): "fp32",
+    ("sm90", "sm90"): "fp22",    # e4m3 wgmma on Hopper: FP22
+}
+#: The target a preset assumes when none is given: the architecture its kernel family was written for.
+NATIVE_TARGET = {"sm89": "sm89", "sm90": "sm90"}
+
+
+def mma_accumulator_for(preset: str, target: str | None) -> str:
+    """The fp8 MMA accumulator of ``preset``'s kernels on ``target`` (None: the preset's native target)."""
+    target = target or NATIVE_TARGET[preset]
+    try:
+        return MMA_ACCUMULATOR_BY_TARGET[(preset, target)]
+    except KeyError:
+        runs_on = sorted(t for p, t in MMA_ACCUMULATOR_BY_TARGET if p == preset)
+        raise ValueError(f"target: the {preset} preset's kernels run on {runs_on}, got {target!r}; "
+                         f"use preset='sm89' (mma.sync) on {target}") from None
 
 #: `triton` flavour: scale = amax / 127 + TRITON_SCALE_EPS.
 TRITON_SCALE_EPS = 1e-7

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from sagelib.contract.arguments import check_call
 from sagelib.contract.presets import CAUSAL_ALIGNMENTS
 from sagelib.contract.validate import check_qkv, default_sm_scale, from_hnd, to_hnd
 
@@ -20,6 +21,7 @@ def reference_attention(q, k, v, causal=False, sm_scale=None, layout="HND", caus
 
     Returns float64 in the caller's layout (and the float64 lse [B, H_q, N_q]).
     """
+    check_call(causal=causal, sm_scale=sm_scale, return_lse=return_lse, check_finite=check_finite)
     if causal_alignment not in CAUSAL_ALIGNMENTS:
         raise ValueError(f"causal_alignment: expected one of {list(CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
     shapes = check_qkv(q, k, v, layout, check_finite=check_finite)

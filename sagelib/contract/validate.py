@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_flag
 
 INPUT_DTYPES = (torch.float16, torch.bfloat16)
 
@@ -54,6 +55,14 @@ def from_hnd(x: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def check_tensor(name: str, x, *, check_finite: bool = True, dtypes=INPUT_DTYPES) -> None:
+    """One tensor's type, dtype, rank and last stride; then (``check_finite``) its values."""
+    _check_form(name, x, dtypes)
+    if check_flag("check_finite", check_finite):
+        _check_data((name, x))
+
+
+def _check_form(name: str, x, dtypes=INPUT_DTYPES) -> None:
+    """What can be judged without reading the tensor's data."""
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in dtypes:
@@ -71,18 +80,34 @@ def check_tensor(name: str, x, *, check_finite: bool = True, dtypes=INPUT_DTYPES
             f"{name}: expected a contiguous last (head_dim) dimension, got stride {x.stride(-1)}; "
             f"pass {name}.contiguous()"
         )
-    if check_finite and x.numel() and not bool(torch.isfinite(x).all()):
-        bad = int((~torch.isfinite(x)).sum())
-        raise ValueError(
-            f"{name}: contains {bad} NaN or Inf value(s); clean the input or pass check_finite=False"
-        )
+
+
+def _check_data(*named) -> None:
+    """Real data (not the meta device), then finite values; only after the devices agree."""
+    for name, x in named:
+        if x.is_meta:
+            raise ValueError(
+                f"{name}: expected a tensor with data on cpu or cuda, got a meta tensor (shape only, no values); "
+                f"create {name} on a real device, e.g. torch.randn(..., device='cpu')"
+            )
+    for name, x in named:
+        if x.numel() and not bool(torch.isfinite(x).all()):
+            bad = int((~torch.isfinite(x)).sum())
+            raise ValueError(
+                f"{name}: contains {bad} NaN or Inf value(s); clean the input or pass check_finite=False"
+            )
 
 
 def check_qkv(q, k, v, layout: str, *, check_finite: bool = True) -> Shapes:
-    """Validate an attention call and return its shapes (in HND terms)."""
+    """Validate an attention call and return its shapes (in HND terms).
+
+    Order: layout, each tensor's form, one dtype, one device, and only then the data (meta, NaN/Inf),
+    so a mixed or meta device is named as such and never reached through a scan of the values.
+    """
     check_layout(layout)
+    check_flag("check_finite", check_finite)
     for name, x in (("q", q), ("k", k), ("v", v)):
-        check_tensor(name, x, check_finite=check_finite)
+        _check_form(name, x)
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(
             f"k, v: expected the dtype of q ({q.dtype}), got k {k.dtype} and v {v.dtype}; convert them to one dtype"
@@ -92,19 +117,30 @@ def check_qkv(q, k, v, layout: str, *, check_finite: bool = True) -> Shapes:
             f"k, v: expected the device of q ({q.device}), got k on {k.device} and v on {v.device}; "
             "move them with .to(q.device)"
         )
-    return _check_shapes(to_hnd(q, layout).shape, to_hnd(k, layout).shape, to_hnd(v, layout).shape, layout)
+    shapes = _check_shapes(to_hnd(q, layout).shape, to_hnd(k, layout).shape, to_hnd(v, layout).shape, layout)
+    if check_finite:
+        _check_data(("q", q), ("k", k), ("v", v))
+    elif q.is_meta:
+        _check_data(("q", q))
+    return shapes
 
 
 def check_qk(q, k, layout: str, *, check_finite: bool = True) -> Shapes:
     check_layout(layout)
-    check_tensor("q", q, check_finite=check_finite)
-    check_tensor("k", k, check_finite=check_finite)
+    check_flag("check_finite", check_finite)
+    _check_form("q", q)
+    _check_form("k", k)
     if q.dtype != k.dtype:
         raise ValueError(f"k: expected the dtype of q ({q.dtype}), got {k.dtype}; convert it with k.to(q.dtype)")
     if q.device != k.device:
         raise ValueError(f"k: expected the device of q ({q.device}), got {k.device}; move it with k.to(q.device)")
     qs, ks = to_hnd(q, layout).shape, to_hnd(k, layout).shape
-    return _check_shapes(qs, ks, ks, layout)
+    shapes = _check_shapes(qs, ks, ks, layout)
+    if check_finite:
+        _check_data(("q", q), ("k", k))
+    elif q.is_meta:
+        _check_data(("q", q))
+    return shapes
 
 
 def _check_shapes(qs, ks, vs, layout: str) -> Shapes:
@@ -130,6 +166,26 @@ def _check_shapes(qs, ks, vs, layout: str) -> Shapes:
         raise ValueError("q: expected head_dim >= 1, got 0")
     P.padded_head_dim(qs[3])  # raises for head_dim > 256
     return Shapes(batch=qs[0], heads_q=qs[1], heads_kv=ks[1], n_q=qs[2], n_kv=ks[2], head_dim=qs[3])
+
+
+#: Largest finite float32: scores (log2 domain) must stay below it.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def check_score_range(q: torch.Tensor, k: torch.Tensor, sm_scale: float) -> None:
+    """Refuse inputs whose scores could overflow float32 (they would give NaN, not attention).
+
+    The bound: max|q| * 2 max|k| (K minus its mean) * head_dim * sm_scale * log2(e). It is reached only by
+    inputs far beyond any model's (|x| ~ 1e17 in bf16, or an extreme sm_scale); a sum over D products of
+    int8 codes times the scales can never exceed it.
+    """
+    head_dim = q.shape[-1]
+    bound = float(q.abs().amax()) * 2.0 * float(k.abs().amax()) * head_dim * sm_scale * P.LOG2E
+    if not bound <= FLOAT32_MAX:
+        raise ValueError(
+            f"q, k, sm_scale: scores could reach {bound:.3g} in the log2 domain, beyond float32's "
+            f"{FLOAT32_MAX:.3g} (max|q|={float(q.abs().amax()):.3g}, max|k|={float(k.abs().amax()):.3g}, "
+            f"sm_scale={sm_scale:.3g}); scale q, k or sm_scale down")
 
 
 def pad_head_dim(x: torch.Tensor, width: int) -> torch.Tensor:

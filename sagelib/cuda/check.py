@@ -8,9 +8,12 @@ default, and e.g. quant_qk.cu with 128-token blocks, reported as ``kernel<...> [
 ptxas' ``-v`` report gives, per kernel: registers, spill stores/loads, stack frame and static
 shared memory.
 
-A failed target, or spill bytes above the committed baseline
+A failed target, spill bytes above the committed baseline
 (``kernels/check_baseline.json``, which records every known spill and is
-expected to hold zeros), fails the check.
+expected to hold zeros), or shared memory per block (ptxas' static figure plus the
+launcher's dynamic one, ``instances.DYNAMIC_SHARED_BYTES``) above the architecture's
+limit (:data:`SHARED_MEMORY_PER_BLOCK`: 99 KB on sm_89, sm_120a and sm_121a, e.g. GB10)
+fails the check.
 """
 
 from __future__ import annotations
@@ -29,10 +32,15 @@ from pathlib import Path
 
 from sagelib.cuda import toolkit
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR, cache_dir
-from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS, builds
+from sagelib.cuda.instances import DYNAMIC_SHARED_BYTES, INSTANCES, ONLY_ARCHS, builds
 from sagelib.errors import InputError
 
 BASELINE_PATH = KERNELS_DIR / "check_baseline.json"
+
+#: The most shared memory one block may use, per preset (CUDA C++ Programming Guide, "Technical Specifications per
+#: Compute Capability": 99 KB on 8.9 and 12.x, 227 KB on 9.0; past 48 KB a launch opts in, as sagelib's does).
+SHARED_MEMORY_PER_BLOCK = {"sm_89": 99 * 1024, "sm_90": 227 * 1024, "sm_90a": 227 * 1024,
+                           "sm_120a": 99 * 1024, "sm_121a": 99 * 1024}
 
 
 @dataclass
@@ -44,11 +52,16 @@ class KernelReport:
     spill_stores: int = 0
     spill_loads: int = 0
     stack_bytes: int = 0
-    smem_bytes: int = 0
+    smem_bytes: int = 0  #: static, as ptxas reports it
+    dynamic_smem_bytes: int = 0  #: what the launcher asks for (instances.DYNAMIC_SHARED_BYTES)
 
     @property
     def key(self) -> str:
         return f"{self.kernel}@{self.arch}"
+
+    @property
+    def smem_per_block(self) -> int:
+        return self.smem_bytes + self.dynamic_smem_bytes
 
 
 @dataclass
@@ -211,6 +224,7 @@ def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tupl
 def _target_result(file: str, arch: str, options: tuple[str, ...], log: str) -> TargetResult:
     kernels = parse_ptxas(log, file, arch)
     for k in kernels:
+        k.dynamic_smem_bytes = DYNAMIC_SHARED_BYTES.get(k.kernel, 0)
         k.kernel += variant_suffix(options)
     if len(kernels) != len(INSTANCES[file]):
         return TargetResult(file, arch, False, kernels, options=options,
@@ -257,6 +271,11 @@ def run_check(files: list[str] | None = None, archs: list[str] | None = None, *,
             allowed = baseline.get(k.key, 0)
             if k.spill_stores > allowed:
                 failures.append(f"{k.key}: {k.spill_stores} bytes of spill stores (baseline {allowed})")
+            limit = SHARED_MEMORY_PER_BLOCK.get(k.arch)
+            if limit is not None and k.smem_per_block > limit:
+                failures.append(f"{k.key}: {k.smem_per_block} bytes of shared memory per block ({k.smem_bytes} "
+                                f"static + {k.dynamic_smem_bytes} dynamic), over {k.arch}'s {limit} "
+                                f"({limit // 1024} KB); shrink its tiles or stages for that target")
     return CheckResult(targets, failures)
 
 
@@ -271,13 +290,14 @@ def baseline_document(result: CheckResult, previous: dict[str, int] | None = Non
 
 
 def format_table(result: CheckResult) -> str:
-    rows = [("kernel", "arch", "regs", "spill st/ld", "stack", "smem")]
+    rows = [("kernel", "arch", "regs", "spill st/ld", "stack", "smem/block", "limit")]
     for t in result.targets:
         for k in t.kernels:
+            limit = SHARED_MEMORY_PER_BLOCK.get(k.arch)
             rows.append((k.kernel, k.arch, str(k.registers), f"{k.spill_stores}/{k.spill_loads}",
-                         str(k.stack_bytes), str(k.smem_bytes)))
+                         str(k.stack_bytes), str(k.smem_per_block), str(limit) if limit else "-"))
         if not t.ok:
-            rows.append((f"{t.label} (FAILED)", t.arch, "-", "-", "-", "-"))
+            rows.append((f"{t.label} (FAILED)", t.arch, "-", "-", "-", "-", "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

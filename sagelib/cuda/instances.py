@@ -32,6 +32,16 @@ def attn_mma(head_dim: int, pv_fp16: bool) -> str:
     return f"attn_mma_kernel<{head_dim}, {_b(pv_fp16)}>"
 
 
+#: the portable kernel's CTA: 4 warps of 32 query rows, 64-key steps (kernels/attn_mma.cu)
+ATTN_MMA_THREADS, ATTN_MMA_CTA_Q, ATTN_MMA_CTA_K = 128, 128, 64
+
+
+def attn_mma_shared_bytes(head_dim: int) -> int:
+    """Dynamic shared memory of attn_mma_kernel<head_dim, ...> (AttnSmem<D>::TOTAL): the Q tile, two K stages and two
+    V^T stages, one byte per element."""
+    return ATTN_MMA_CTA_Q * head_dim + 2 * ATTN_MMA_CTA_K * head_dim + 2 * head_dim * ATTN_MMA_CTA_K
+
+
 def attn_sm90(head_dim: int, stages: int, consumers: int = 2, block_keys: int = 128, causal_only: bool = False) -> str:
     # every argument spelled out, CAUSAL_ONLY too: the name is then the demangled one `sagelib kernels check` reports
     return f"attn_sm90_kernel<{head_dim}, {stages}, {consumers}, {block_keys}, {_b(causal_only)}>"
@@ -67,7 +77,8 @@ INSTANCES: dict[str, tuple[str, ...]] = {
     "attn_mma.cu": tuple(attn_mma(d, f16) for d in HEAD_DIMS for f16 in (False, True)),
     # Phase 1 unit microbenchmarks (sagelib.measure.microbench); extern "C", so the names are plain
     "microbench.cu": ("bench_ex2", "bench_cvt_s32_f32", "bench_magic_s32_f32", "bench_ex2_and_cvt",
-                      "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3", "bench_mma_sync_f16"),
+                      "bench_cvt_e4m3x2", "bench_mma_sync_s8", "bench_mma_sync_e4m3", "bench_mma_sync_e4m3_f16acc",
+                      "bench_mma_sync_f16"),
     "microbench_wgmma.cu": ("bench_wgmma_s8", "bench_wgmma_e4m3"),
     # the Hopper kernel's softmax step alone (sagelib study softmax)
     "microbench_softmax.cu": ("bench_sm90_softmax",),
@@ -78,6 +89,12 @@ INSTANCES: dict[str, tuple[str, ...]] = {
                           for name in attn_sm90_built(d, stages, c, keys)),
     "hopper_smoke.cu": ("hopper_tma_swizzle_2d", "hopper_qk_s8", "hopper_pv_e4m3_d64", "hopper_pv_e4m3_d128"),
 }
+
+#: Dynamic shared memory per block of the instances that launch with some (the others use static shared memory
+#: only, which ptxas reports); `sagelib kernels check` adds it to ptxas' figure before the per-block limit. The sm_90a
+#: kernel's is checked by its launcher against the H200's 227 KB (sagelib.backends.kernels.sm90.check_stages).
+DYNAMIC_SHARED_BYTES: dict[str, int] = {attn_mma(d, f16): attn_mma_shared_bytes(d) for d in HEAD_DIMS
+                                        for f16 in (False, True)}
 
 #: Builds beyond each file's default that the launcher makes, as extra nvcc options: K without smoothing under the
 #: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.backends.kernels.quantizers.quantize_int8).

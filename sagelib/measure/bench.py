@@ -56,10 +56,12 @@ SCHEMA = documents.BENCH.id
 
 
 #: Backends that are someone else's work: every other backend's speed is shown as a ratio to these.
-PEERS = ("sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sage")
+PEERS = ("sage2-sm90", "sage2-sm89", "sage2-sm89-per-warp-fp16", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sage")
 
 
-MODES = ("end_to_end", "kernel_only")
+#: end_to_end: back to back (CUDA events); kernel_only: inputs quantized ahead; synced: end to end with a sync after
+#: each call (the GPU waits for the host); host: the host time to enqueue one call (stats in ms, no TOPS)
+MODES = ("end_to_end", "kernel_only", "synced", "host")
 
 
 def parse_causal(text: str) -> list[bool]:
@@ -106,11 +108,14 @@ def bench_case(
     timing: TimingConfig = TimingConfig(),
     kernel_only: bool = True,
     seed: int = 0,
+    user_view: bool = False,
 ) -> list[Record]:
     """Time one backend on one shape: end to end, and kernel-only where the backend offers it.
 
     A failure (out of memory, an input the backend refuses) becomes a record with ``error`` set,
-    so a sweep goes on; the error names the backend and shape.
+    so a sweep goes on; the error names the backend and shape. ``user_view`` (CUDA only) adds what a caller sees:
+    a ``synced`` record (a sync after each call) and a ``host`` record (host time per call, no TOPS), both from
+    :mod:`sagelib.measure.host_time`.
     """
     dtype_name = next(k for k, v in TIMED_DTYPES.items() if v == dtype)
     base = dict(backend=backend.name, shape=shape.record(), causal=causal, dtype=dtype_name,
@@ -145,6 +150,8 @@ def bench_case(
             stats = summarize(time_calls(calls, device, timing))
             record.stats = dataclasses.asdict(stats)
             record.tops = tops(record.ops, stats.median_ms)
+        if user_view and device.type == "cuda":
+            records += user_view_records(closures["end_to_end"], base, timing, n_buffers, per_set)
     except Exception as exc:  # one failed case must not end a sweep
         reason = "out of memory" if _is_oom(exc) else f"{type(exc).__name__}: {exc}"
         for record in records:
@@ -156,6 +163,19 @@ def bench_case(
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return records
+
+
+def user_view_records(calls, base: dict, timing: TimingConfig, n_buffers: int, per_set: int) -> list[Record]:
+    """The ``synced`` and ``host`` records of one end-to-end case (:mod:`sagelib.measure.host_time`)."""
+    from sagelib.measure.host_time import host_us_per_call, synced_times
+
+    synced = Record(mode="synced", buffers=n_buffers, bytes_per_buffer=per_set, **base)
+    stats = summarize(synced_times(calls, timing))
+    synced.stats, synced.tops = dataclasses.asdict(stats), tops(synced.ops, stats.median_ms)
+    host = Record(mode="host", buffers=1, bytes_per_buffer=per_set, **base)
+    figures = host_us_per_call(calls[0])
+    host.stats = dataclasses.asdict(summarize([us / 1e3 for us in figures["batches_us"]]))
+    return [synced, host]
 
 
 @dataclass
@@ -170,6 +190,8 @@ class SweepPlan:
     kernel_only: bool = True
     timing: TimingConfig = field(default_factory=TimingConfig)
     seed: int = 0
+    #: on CUDA, also the synced and host records of each end-to-end case (bench_case's user_view)
+    user_view: bool = False
 
     def __post_init__(self):
         if any(self.causal) and any(s.seq_q != s.seq_kv for s in self.shapes):
@@ -205,6 +227,11 @@ def environment_or_reason() -> dict:
         return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
 
 
+def sweep_cases(plan: SweepPlan) -> list[tuple[str, Shape, bool]]:
+    """The grid of ``plan`` as (backend name, shape, causal), in the order a sweep runs and records it."""
+    return [(b, s, c) for s in plan.shapes for c in plan.causal for b in plan.backends]
+
+
 def run_sweep(
     plan: SweepPlan,
     device: torch.device,
@@ -219,27 +246,34 @@ def run_sweep(
     from sagelib import backends as registry
 
     dtype = parse_dtype(plan.dtype)
-    instances = [registry.get(name) for name in plan.backends]
-    grid = [(b, s, c) for s in plan.shapes for c in plan.causal for b in instances]
+    instances = {name: registry.get(name) for name in plan.backends}
     records: list[Record] = []
-    bar = tqdm(grid, desc="bench", unit="case", disable=not progress, file=sys.stderr)
-    for backend, shape, causal in bar:
-        bar.set_postfix_str(f"{backend.name} {shape.spec} {'causal' if causal else 'full'}")
-        records += bench_case(backend, shape, causal=causal, dtype=dtype, device=device, layout=plan.layout,
-                              timing=plan.timing, kernel_only=plan.kernel_only, seed=plan.seed)
+    bar = tqdm(sweep_cases(plan), desc="bench", unit="case", disable=not progress, file=sys.stderr)
+    for name, shape, causal in bar:
+        bar.set_postfix_str(f"{name} {shape.spec} {'causal' if causal else 'full'}")
+        records += bench_case(instances[name], shape, causal=causal, dtype=dtype, device=device, layout=plan.layout,
+                              timing=plan.timing, kernel_only=plan.kernel_only, seed=plan.seed,
+                              user_view=plan.user_view)
+    return sweep_document(plan, [dataclasses.asdict(r) for r in records], device=device_summary(device),
+                          environment=environment_or_reason(), ceilings=ceilings, command=command)
+
+
+def sweep_document(plan: SweepPlan, records: list[dict], *, device: dict, environment: dict,
+                   ceilings: dict | None = None, command: str | None = None) -> dict:
+    """The :data:`SCHEMA` document of ``plan``'s ``records`` (dicts), measured on ``device`` (a device_summary)."""
     document = {
         "schema": SCHEMA,
         "created_utc": utc_stamp(),
         "command": command,
-        "device": device_summary(device),
-        "environment": environment_or_reason(),
+        "device": device,
+        "environment": environment,
         "plan": {
             "backends": plan.backends, "shapes": [s.spec for s in plan.shapes], "causal": plan.causal,
             "dtype": plan.dtype, "layout": plan.layout, "kernel_only": plan.kernel_only,
-            "timing": dataclasses.asdict(plan.timing), "seed": plan.seed,
+            "timing": dataclasses.asdict(plan.timing), "seed": plan.seed, "user_view": plan.user_view,
         },
         "ceilings": ceilings or {},
-        "records": [dataclasses.asdict(r) for r in records],
+        "records": records,
     }
     add_ceiling_fractions(document)
     return document
@@ -275,7 +309,10 @@ def validate_document(document: Any) -> None:
                 raise InputError(f"bench document: records[{i}].{key} must be {kind.__name__}, got {record.get(key)!r}")
         if record["mode"] not in MODES:
             raise InputError(f"bench document: records[{i}].mode {record['mode']!r} not in {MODES}")
-        if record.get("error") is None:
+        if record.get("error") is None and record["mode"] == "host":
+            if not isinstance((record.get("stats") or {}).get("median_ms"), (int, float)):
+                raise InputError(f"bench document: records[{i}] (host) has no stats.median_ms")
+        elif record.get("error") is None:
             stats = record.get("stats") or {}
             if not isinstance(stats.get("median_ms"), (int, float)) or not isinstance(record.get("tops"), (int, float)):
                 raise InputError(f"bench document: records[{i}] has no error but no stats.median_ms/tops")
@@ -296,15 +333,17 @@ def case_key(record: dict) -> tuple:
 
 
 def peer_ratios(records: Sequence[dict], peers: Sequence[str] = PEERS) -> list[dict]:
-    """Each timed record with ``ratio``: its TOPS over each peer's end-to-end TOPS on the same case."""
-    peer_tops = {(case_key(r), r["backend"]): r["tops"] for r in records
-                 if r["backend"] in peers and r["mode"] == "end_to_end" and r.get("tops")}
+    """Each timed record with ``ratio``: its TOPS over each peer's end-to-end TOPS on the same case (a ``synced``
+    record: over the peer's synced TOPS)."""
+    peer_tops = {(case_key(r), r["backend"], r["mode"]): r["tops"] for r in records
+                 if r["backend"] in peers and r["mode"] in ("end_to_end", "synced") and r.get("tops")}
     present = [p for p in peers if any(key[1] == p for key in peer_tops)]
     out = []
     for record in records:
         ratio = {}
+        mode = "synced" if record["mode"] == "synced" else "end_to_end"
         for peer in present:
-            theirs = peer_tops.get((case_key(record), peer))
+            theirs = peer_tops.get((case_key(record), peer, mode))
             if record.get("tops") and theirs:
                 ratio[peer] = record["tops"] / theirs
         out.append({**record, "ratio": ratio})
@@ -323,6 +362,12 @@ def format_table(document: dict, peers: Sequence[str] = PEERS) -> str:
         if r.get("error"):
             lines.append([shape, "yes" if r["causal"] else "no", r["backend"], r["mode"], "-", "-", "-"]
                          + ["-"] * len(present) + [r["error"]])
+            continue
+        if r["mode"] == "host":
+            ms = r["stats"]["median_ms"]
+            lines.append([shape, "yes" if r["causal"] else "no", r["backend"], r["mode"], f"{ms:.3f}",
+                          f"{r['stats']['iqr_ms']:.3f}", "-"] + ["-"] * len(present)
+                         + [f"host {1e3 * ms:.0f} us per call, no sync"])
             continue
         check = r.get("check") or {}
         verdict = "ok" if check.get("ok") else check.get("problem", "unchecked")

@@ -61,3 +61,36 @@ class Hardware:
 
 
 H200 = Hardware()
+
+#: 8-bit mma.sync ops per clock per SM on consumer Blackwell (sm_120), dense: the GeForce RTX 5090's 838 dense
+#: 8-bit tensor TOPS (fp16 accumulation; NVIDIA RTX Blackwell GPU architecture whitepaper) over 170 SMs at its
+#: 2.41 GHz boost. e4m3 with fp32 accumulation runs at half that (issue 36; SageAttention2++, arXiv 2505.21136,
+#: accumulates P.V in fp16 for it).
+SM120_MMA_SYNC_8BIT_OPS_PER_CLK = 2048.0
+
+#: GB10 (DGX Spark, sm_121): the public figures of issue 36, read not measured. Its P.V rate is e4m3 mma.sync
+#: with fp32 accumulation (half of fp16 accumulation); sagelib.studies.sm120 doubles it for the fp16 inner
+#: accumulator.
+GB10 = Hardware(
+    name="NVIDIA GB10 (DGX Spark), stated figures",
+    sms=48, clock_ghz=2.1, regs_per_sm=65536, max_regs_per_thread=255,
+    smem_per_sm_bytes=100 * 1024, max_smem_per_cta_bytes=99 * 1024, max_threads_per_sm=1536,
+    wgmma_8bit_ops_per_clk=0.0,  # no wgmma on sm_120/sm_121 (ptxas refuses it for sm_121a)
+    mma_sync_8bit_ops_per_clk=SM120_MMA_SYNC_8BIT_OPS_PER_CLK,
+    mma_sync_pv_ops_per_clk=SM120_MMA_SYNC_8BIT_OPS_PER_CLK / 2,
+    mufu_per_clk=16.0, cvt_i2f_per_clk=16.0, fp32_per_clk=128.0, convert_shares_exp2_unit=True,
+    memory_bytes_per_s=273e9,
+    source={
+        "sms": "48 SMs (6,144 CUDA cores), NVIDIA DGX Spark specifications; issue 36",
+        "clock_ghz": "~2.1 GHz, issue 36 (not measured; the microbenchmarks count SM clocks and need none)",
+        "smem_per_sm_bytes": "CUDA C++ Programming Guide, technical specifications, cc 12.x: 100 KB per SM, "
+                             "99 KB per block",
+        "max_threads_per_sm": "CUDA C++ Programming Guide, technical specifications, cc 12.x: 1,536",
+        "mma_sync_8bit_ops_per_clk": "RTX 5090 datasheet (838 dense 8-bit TOPS / 170 SMs / 2.41 GHz); same SM "
+                                     "design assumed for GB10 until measured",
+        "mma_sync_pv_ops_per_clk": "half the 8-bit rate: e4m3 with fp32 accumulation on consumer Blackwell "
+                                   "(issue 36; SageAttention2++)",
+        "mufu_per_clk": "CUDA C++ Programming Guide, arithmetic instruction throughput, cc 12.x",
+        "cvt_i2f_per_clk": "CUDA C++ Programming Guide, arithmetic instruction throughput, cc 12.x",
+        "memory_bytes_per_s": "273 GB/s LPDDR5X, NVIDIA DGX Spark specifications (a peak, not a measured copy)",
+    })

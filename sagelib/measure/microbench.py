@@ -58,6 +58,9 @@ MICROBENCHES = (
     Micro("mma_sync_e4m3", "bench_mma_sync_e4m3", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 32 / 32,
           "ops/clk/SM", "mma.sync m16n8k32 e4m3 with changing operands (P.V, portable path; on sm_90 "
           "ptxas widens it to f16 HMMA)"),
+    Micro("mma_sync_e4m3_f16acc", "bench_mma_sync_e4m3_f16acc", "microbench.cu", 512, 2048,
+          4 * 2 * 16 * 8 * 32 / 32, "ops/clk/SM", "mma.sync m16n8k32 e4m3 with an f16 accumulator (P.V of the fp16 "
+          "inner accumulator; said to run at twice the fp32 form's rate on sm_120/sm_121)"),
     Micro("mma_sync_f16", "bench_mma_sync_f16", "microbench.cu", 512, 2048, 4 * 2 * 16 * 8 * 16 / 32,
           "ops/clk/SM", "mma.sync m16n8k16 f16 -> fp32 (the portable kernel's P.V on sm_90)"),
     Micro("wgmma_s8", "bench_wgmma_s8", "microbench_wgmma.cu", 256, 512, 8 * 2 * 64 * 128 * 32 / 128, "ops/clk/SM",
@@ -98,14 +101,15 @@ def run(repeats: int = 5) -> list[Rate]:
     reason = unavailable_reason()
     if reason:
         return [Rate(m.key, m.what, m.unit, None, m.hardware_field, reason) for m in MICROBENCHES]
+    from sagelib.cuda.features import hopper_unavailable_reason
+
     major, minor = torch.cuda.get_device_capability()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rates = []
     for micro in MICROBENCHES:
         field = "mma_sync_pv_ops_per_clk" if micro.key == pv_microbench((major, minor)) else micro.hardware_field
-        if micro.needs == "sm_90a" and (major, minor) != (9, 0):
-            rates.append(Rate(micro.key, micro.what, micro.unit, None, field,
-                              f"needs {micro.needs}; this GPU is sm_{major}{minor}"))
+        if micro.needs == "sm_90a" and (hopper := hopper_unavailable_reason((major, minor))) is not None:
+            rates.append(Rate(micro.key, micro.what, micro.unit, None, field, f"needs {micro.needs}: {hopper}"))
             continue
         try:
             rates.append(Rate(micro.key, micro.what, micro.unit, _measure(micro, sms, f"sm_{major}{minor}",

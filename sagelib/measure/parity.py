@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from sagelib import contract
+from sagelib.backends.kernels.operands import device_target
 from sagelib.errors import InputError
 
 #: Relative L1 allowed between kernel and contract outputs of one configuration. The two
@@ -172,6 +173,8 @@ def run_case(case: ParityCase, device="cpu", seed: int | None = None, backend: s
     q, k, v = make_inputs(case, device, seed)
     kw = dict(causal=case.causal, layout=case.layout, preset=preset, granularity=case.granularity,
               pv_accum=pv_accum, causal_alignment=case.alignment)
+    if device_target(device):  # the contract twin of a kernel on this GPU uses this GPU's fp8 accumulator
+        kw["target"] = device_target(device)
     if backend in KERNEL_CTA_K:
         kw["cta_k"] = KERNEL_CTA_K[backend]
     ref, ref_lse = contract.attention(q, k, v, return_lse=True, **kw)
@@ -216,6 +219,8 @@ def against_contract(out, lse, ref, ref_lse, exact) -> dict:
 def check_attention(attention, q, k, v, **options) -> dict:
     """A kernel's ``attention`` call against the contract's, with the same ``options`` (the contract's
     keywords, return_lse is set here), and both against float64: :func:`against_contract`'s verdict."""
+    if device_target(q.device):
+        options = {"target": device_target(q.device), **options}
     out, lse = attention(q, k, v, return_lse=True, **options)
     ref, ref_lse = contract.attention(q, k, v, return_lse=True, **options)
     exact = contract.reference_attention(q, k, v, causal=options["causal"], layout=options["layout"],
@@ -304,3 +309,16 @@ def error_report(case: ParityCase, device, seed: int = 0, block_q: int = 128, bl
         report["kernel_vs_float64"] = output_error_blocks(out, exact, layout=case.layout, block_q=block_q)
         report["kernel_vs_contract"] = output_error_blocks(out, ref, layout=case.layout, block_q=block_q)
     return report
+
+
+def grid_cases(backends, n_values=(1, 17, 1000, 4099), head_dims=(64, 128), seed: int = 0) -> list[tuple]:
+    """The parity grid of ``sagelib parity-grid``: (case, seed, backend) for every backend x :func:`default_sweep` case,
+    each case's seed ``seed`` plus its place in the sweep, so a grid run twice (or spread over GPUs) draws the same."""
+    return [(case, seed + i, backend) for backend in backends
+            for i, case in enumerate(default_sweep(n_values, head_dims))]
+
+
+def grid_row(task: tuple, device: str = "cuda") -> dict:
+    """One (case, seed, backend) of :func:`grid_cases` on ``device``: :func:`run_case`'s row."""
+    case, seed, backend = task
+    return run_case(case, device, seed=seed, backend=backend)

@@ -172,8 +172,9 @@ def format_row(row: dict, base_ms: float, spread: str = "") -> str:
             f"{base_ms / ms:10.3f} {check}{spread}")
 
 
-def document(rows: list[dict], command: str) -> tuple[dict, int]:
-    """The recorded sweep (schema sagelib.sweep-sm90/1) and how many NaN or infinite figures became null."""
+def document(rows: list[dict], command: str, device: dict | None = None) -> tuple[dict, int]:
+    """The recorded sweep (schema sagelib.sweep-sm90/1) and how many NaN or infinite figures became null;
+    ``device`` (a device summary) defaults to this process's GPU."""
     import torch
 
     from sagelib.measure import bench
@@ -183,4 +184,35 @@ def document(rows: list[dict], command: str) -> tuple[dict, int]:
     created = utc_stamp()
     return documents.finite_only(
         {"schema": documents.SWEEP_SM90.id, "date": created[:10], "created_utc": created,
-         "device": bench.device_summary(torch.device("cuda")), "command": command, "rows": rows})
+         "device": device or bench.device_summary(torch.device("cuda")), "command": command, "rows": rows})
+
+
+def shape_task(task: tuple) -> tuple[list[tuple[dict, str]], dict]:
+    """One shape on a Dask worker (``sagelib sweep --gpus/--scheduler``): (shape, settings, schedules) -> its
+    (row, line) pairs as :func:`sweep_shape` yields them, and the worker's device summary."""
+    import torch
+
+    from sagelib.backends.kernels import sm90
+    from sagelib.errors import KernelUnavailable
+    from sagelib.measure import bench
+
+    shape, settings, schedules = task
+    reason = sm90.unavailable_reason()
+    if reason:
+        raise KernelUnavailable(f"the sweep times the Hopper kernel: {reason}")
+    return list(sweep_shape(shape, settings, schedules)), bench.device_summary(torch.device("cuda"))
+
+
+def sweep_on_cluster(client, shapes, settings: SweepSettings, schedules, *, on_line=print):
+    """Every shape of the sweep a task on one GPU of ``client``'s cluster; (rows in the shapes' order, the first
+    worker's device summary). Each shape's lines go to ``on_line`` as the shape comes back."""
+    from sagelib.measure import distribute
+
+    def shown(i, result):
+        for _, line in result[0]:
+            on_line(line)
+
+    per_shape = distribute.map_cases(client, shape_task, [(shape, settings, schedules) for shape in shapes],
+                                     name="sweep", cost=lambda task: task[0][0] * task[0][2] ** 2 * task[0][3],
+                                     progress=False, on_result=shown)
+    return [row for pairs, _ in per_shape for row, _ in pairs], per_shape[0][1] if per_shape else None

@@ -99,6 +99,34 @@ def _record(document: dict, backend: str, mode: str, shape: str, causal: bool) -
     return None
 
 
+#: The real SageAttention2 kernel each of our backends is set beside (sagelib.backends.sage2).
+SAGE2_PEER_OF = {"cuda-sm90": "sage2-sm90", "cuda-sm90-k64": "sage2-sm90", "cuda": "sage2-sm89",
+                 "cuda-per-warp-fp16": "sage2-sm89-per-warp-fp16"}
+
+
+def sage2_ratios(document: dict, statuses: list[Status]) -> list[str]:
+    """One line per target of a backend with a SageAttention2 twin: our TOPS over the real kernel's, both
+    end to end in ``document`` (the same run); a line saying so where the document lacks one of the two.
+    Nothing when the run measured no SageAttention2 kernel at all."""
+    if not any(str(r.get("backend", "")).startswith("sage2-") for r in document.get("records", [])):
+        return []
+    lines = []
+    for s in statuses:
+        t = s.target
+        peer = SAGE2_PEER_OF.get(t.backend)
+        if not peer or t.mode != "end_to_end":
+            continue
+        ours, theirs = _record(document, t.backend, t.mode, t.shape, t.causal), _record(
+            document, peer, "end_to_end", t.shape, t.causal)
+        if ours is None or theirs is None:
+            missing = t.backend if ours is None else peer
+            lines.append(f"{t.name:<48} {'-':>8}  (no {missing} end_to_end record in this run)")
+        else:
+            lines.append(f"{t.name:<48} {ours['tops'] / theirs['tops']:>7.3f}x  "
+                         f"({ours['tops']:.1f} vs {peer} {theirs['tops']:.1f} TOPS)")
+    return lines
+
+
 def spread(record: dict) -> float:
     """A record's timing spread: its IQR over its median (0.002: 0.2%); infinite where the record has no stats."""
     stats = record.get("stats") or {}

@@ -41,11 +41,15 @@ QUANT_BREAKDOWN = Schema("sagelib.quant_breakdown/1", "sagelib study quant-break
                          "the short call pass by pass, and each fusion's ceiling")
 RUN = Schema("sagelib.run/1", "sagelib gpu-run --record", "a GPU run of every notebook: run.json and results")
 SASS_EXP_PASS = Schema("sagelib.sass_exp_pass/1", "sagelib kernels sass", "instructions per exp2 in each exp pass")
+PARITY_GRID = Schema("sagelib.parity-grid/1", "sagelib parity-grid",
+                     "every parity case of our kernels against the contract")
 SASS_FINGERPRINT = Schema("sagelib.sass_fingerprint/1", "sagelib kernels fingerprint --json",
                           "one sha256 of the SASS of each built kernel instance per architecture")
+PEER_PARITY = Schema("sagelib.peer-parity/1", "sagelib parity --against sage2",
+                     "the contract and our kernels against the real SageAttention2, stage by stage")
 
 CURRENT = (BENCH, QUANTIZERS, NCU, MICROBENCH, SWEEP_SM90, SOFTMAX_BESIDE, QUANT_BREAKDOWN, RUN, SASS_EXP_PASS,
-           SASS_FINGERPRINT)
+           SASS_FINGERPRINT, PEER_PARITY, PARITY_GRID)
 #: the softmax-beside documents before the D64 kind (/1) and the rates alone (/2); still read
 SOFTMAX_BESIDE_OLDER = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2")
 #: schemas of recordings kept in data/results/ that no module writes any more

@@ -55,7 +55,9 @@ class Blocker:
 
 @dataclass(frozen=True)
 class InventoryRow:
-    """One artifact after rehashing: status is ``ok``, ``changed`` or ``missing``."""
+    """One artifact after rehashing: status ``ok``, ``changed``, ``missing`` or ``unreadable``; or a file under
+    ``data/results/`` the inventory does not list (``unlisted``); or an entry that differs from the committed
+    inventory (``removed`` since the last commit, ``rerecorded`` with another hash)."""
 
     path: str
     kind: str
@@ -64,6 +66,8 @@ class InventoryRow:
     current_sha256: str | None
     recorded_size: int
     current_size: int | None
+    #: what is wrong and the fix, for the statuses beyond ok/changed/missing
+    detail: str | None = None
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -190,7 +194,12 @@ def inventory_add(artifact: Path | str, kind: str, command: str, *, environment:
     relative = repo_relative(artifact, root)
     if not (root / relative).is_file():
         raise InputError(f"artifact {str(artifact)!r}: no such file in the repository")
-    record = Artifact(relative, sha256_file(root / relative), (root / relative).stat().st_size, kind,
+    try:
+        digest = sha256_file(root / relative)
+    except OSError as exc:
+        raise InputError(f"artifact {relative}: cannot be read ({exc.strerror or exc}); give this user read access "
+                         "and add it again") from None
+    record = Artifact(relative, digest, (root / relative).stat().st_size, kind,
                       command, environment,
                       _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), note)
     with _inventory_lock(path):
@@ -219,20 +228,93 @@ def add_blocker(blocker_id: str, subject: str, reason: str, unblock: str,
     return blocker
 
 
+@dataclass(frozen=True)
+class InventoryCheck:
+    rows: list[InventoryRow]
+    #: what the inventory was compared with beyond the files: the commit, or why there was none
+    notes: list[str]
+
+
 def verify_inventory(path: Path | str | None = None, root: Path | str | None = None) -> list[InventoryRow]:
-    """Rehash every artifact; one row each with status ok, changed or missing."""
+    """Rehash every artifact, list unlisted result files and entries changed since the last commit (rows)."""
+    return check_inventory(path, root).rows
+
+
+def check_inventory(path: Path | str | None = None, root: Path | str | None = None) -> InventoryCheck:
+    """:func:`verify_inventory` with the notes on what the inventory was compared with."""
     root = Path(root) if root is not None else REPO_ROOT
-    rows = []
-    for artifact in load_inventory(path, root).artifacts:
-        file = root / artifact.path
-        if not file.is_file():
-            rows.append(InventoryRow(artifact.path, artifact.kind, "missing", artifact.sha256, None,
-                                     artifact.size, None))
-            continue
+    path = Path(path) if path is not None else DEFAULT_INVENTORY
+    listed = load_inventory(path, root)
+    rows = [_rehash(artifact, root) for artifact in listed.artifacts]
+    rows += _unlisted(listed, root)
+    notes: list[str] = []
+    rows += _against_commit(listed, path, notes)
+    return InventoryCheck(rows, notes)
+
+
+def _rehash(artifact: Artifact, root: Path) -> InventoryRow:
+    file = root / artifact.path
+    if not file.is_file():
+        return InventoryRow(artifact.path, artifact.kind, "missing", artifact.sha256, None, artifact.size, None)
+    try:
         current = sha256_file(file)
-        status = "ok" if current == artifact.sha256 else "changed"
-        rows.append(InventoryRow(artifact.path, artifact.kind, status, artifact.sha256, current,
-                                 artifact.size, file.stat().st_size))
+    except OSError as exc:
+        return InventoryRow(artifact.path, artifact.kind, "unreadable", artifact.sha256, None, artifact.size, None,
+                            f"cannot be read ({exc.strerror or exc}); give this user read access "
+                            f"(chmod a+r {artifact.path}) and verify again")
+    status = "ok" if current == artifact.sha256 else "changed"
+    return InventoryRow(artifact.path, artifact.kind, status, artifact.sha256, current, artifact.size,
+                        file.stat().st_size)
+
+
+def _unlisted(listed: Inventory, root: Path) -> list[InventoryRow]:
+    """Files under ``data/results/`` that no entry lists: a recorded result must rest on a recorded file."""
+    results = root / "data" / "results"
+    known = {a.path for a in listed.artifacts}
+    found = sorted(p for p in results.rglob("*") if p.is_file() and not p.name.startswith(".")) \
+        if results.is_dir() else []
+    rows = []
+    for file in found:
+        relative = file.relative_to(root).as_posix()
+        if relative not in known:
+            rows.append(InventoryRow(relative, "-", "unlisted", "", None, 0, file.stat().st_size,
+                                     f"a result file no inventory entry lists; record it with `sagelib inventory add "
+                                     f"{relative} --kind KIND --command CMD` (the command that made it, or say "
+                                     "'unknown'), or remove it"))
+    return rows
+
+
+def _against_commit(listed: Inventory, path: Path, notes: list[str]) -> list[InventoryRow]:
+    """Entries of the last committed inventory that are gone now, or hold another hash now."""
+    from sagelib.records.log_git import committed_version
+
+    found = committed_version(path)
+    if isinstance(found, str):
+        notes.append(f"committed inventory: not compared ({found}); an entry removed, or an artifact edited together "
+                     "with its hash, cannot be seen here")
+        return []
+    commit, relative, data = found
+    short = commit[:12]
+    try:
+        committed = {a["path"]: a for a in json.loads(data)["artifacts"] if isinstance(a, dict) and "path" in a}
+    except (ValueError, KeyError, TypeError) as exc:
+        notes.append(f"committed inventory: {relative} at {short} is not readable as an inventory ({exc}); not compared")
+        return []
+    now = {a.path: a for a in listed.artifacts}
+    rows = []
+    for name, entry in committed.items():
+        if name not in now:
+            rows.append(InventoryRow(name, str(entry.get("kind")), "removed", str(entry.get("sha256")), None,
+                                     int(entry.get("size") or 0), None,
+                                     f"listed in the inventory committed in {short}, gone from it now; restore the "
+                                     f"entry (`git show {short}:{relative}`), or commit its removal on purpose"))
+        elif entry.get("sha256") != now[name].sha256:
+            rows.append(InventoryRow(name, now[name].kind, "rerecorded", str(entry.get("sha256")), now[name].sha256,
+                                     int(entry.get("size") or 0), now[name].size,
+                                     f"its hash differs from the entry committed in {short}: re-recorded since, or the "
+                                     "artifact and its hash were edited together; review `git diff`, then commit "
+                                     "both, or restore both from git"))
+    notes.append(f"committed inventory: compared with {relative} as committed in {short}")
     return rows
 
 

@@ -26,7 +26,9 @@ follows the file, so no lock file is left lying around), verify the existing
 chain, write the line, flush and fsync, then re-render the view. A writer that
 dies mid-line leaves a line without its newline: :func:`verify` reports it as a
 torn last line, :func:`append` refuses to write after it, and :func:`repair`
-moves it aside into a ``.torn-<time>`` file next to the log."""
+moves it aside into a new ``.torn-<time>`` file next to the log (never over an
+earlier one). Beyond itself, :func:`verify` holds the log to its last committed
+version in git (:mod:`sagelib.records.log_git`): a committed record never changes."""
 
 from __future__ import annotations
 
@@ -37,15 +39,15 @@ import json
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagelib import paths
 from sagelib.errors import InputError, LedgerError
-from sagelib.records import log_view
+from sagelib.records import log_git, log_view
 from sagelib.records.datafile import (
     canonical_json,
 )
+from sagelib.records.log_report import Problem, VerifyReport
 from sagelib.records.log_schema import (
     _CHAIN_FIELDS,
     GENESIS_PREV,
@@ -69,46 +71,6 @@ DEFAULT_VIEW = REPO_ROOT / "EXPERIMENT_LOG.md"
 PAUSE_MID_APPEND_ENV = "SAGELIB_LEDGER_TEST_PAUSE_MID_APPEND"
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One thing wrong with the log: where, what kind, what happened and the fix."""
-
-    line: int | None
-    seq: int | None
-    kind: str
-    message: str
-    fix: str
-
-    def text(self) -> str:
-        where = f"line {self.line}" if self.line is not None else "log"
-        return f"{where}: {self.message}. Fix: {self.fix}"
-
-
-@dataclass
-class VerifyReport:
-    path: Path
-    records: int = 0
-    head_sha256: str = GENESIS_PREV
-    problems: list[Problem] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def summary(self) -> str:
-        state = "chain intact" if self.ok else f"{len(self.problems)} problem(s)"
-        return f"{self.path}: {self.records} record(s), head {self.head_sha256[:12]}, {state}"
-
-    def rows(self) -> list[dict]:
-        """Problems and warnings as plain dicts, for a notebook table."""
-        rows = [{"line": p.line, "seq": p.seq, "kind": p.kind, "message": p.message, "fix": p.fix}
-                for p in self.problems]
-        rows += [{"line": None, "seq": None, "kind": "warning", "message": w, "fix": ""}
-                 for w in self.warnings]
-        return rows
-
-
 _ANCHOR = re.compile(r"<!-- ledger-anchor: records=(\d+) head_sha256=([0-9a-f]{64}) -->")
 
 
@@ -126,6 +88,15 @@ def _parse_lines(data: bytes, report: VerifyReport) -> list[tuple[int, dict | No
     """Split the log into (line number, record or None when unreadable)."""
     lines = data.split(b"\n")
     complete, tail = lines[:-1], lines[-1]
+    crlf = [number for number, raw in enumerate(complete, start=1) if raw.endswith(b"\r")]
+    if crlf:  # one problem for the whole file, then read the lines as they were written
+        report.problems.append(Problem(
+            crlf[0], None, "crlf",
+            f"{len(crlf)} of {len(complete)} line(s) end in CRLF (Windows line endings, written by an editor or "
+            "by git's core.autocrlf), not the LF that append writes",
+            "convert the file back to LF (`sed -i 's/\\r$//' FILE`, or check it out again with "
+            "core.autocrlf=false); the records themselves are then checked as usual"))
+        complete = [raw[:-1] if raw.endswith(b"\r") else raw for raw in complete]
     parsed: list[tuple[int, dict | None]] = []
     for number, raw in enumerate(complete, start=1):
         try:
@@ -212,8 +183,16 @@ def _check_records(parsed: list[tuple[int, dict | None]], report: VerifyReport) 
         report.head_sha256 = record["sha256"]
 
 
-def _check_anchor(report: VerifyReport, parsed: list[tuple[int, dict | None]], view: Path | None) -> None:
-    if view is None:
+def _check_anchor(report: VerifyReport, parsed: list[tuple[int, dict | None]], view: Path | None,
+                  require_view: bool = True) -> None:
+    if view is None or (not require_view and not view.exists()):
+        return
+    if not view.exists():
+        report.problems.append(Problem(
+            None, None, "view_missing",
+            f"the rendered view {view} does not exist, so its anchor (record count and head hash) cannot show "
+            "whether records were removed from the end",
+            "run `sagelib log render` to write it from a log that verifies, or restore it from git"))
         return
     anchor = read_anchor(view)
     if anchor is None:
@@ -248,24 +227,34 @@ def default_view(path: Path) -> Path:
     return DEFAULT_VIEW if path.resolve() == DEFAULT_LOG.resolve() else path.with_suffix(".md")
 
 
-def verify_bytes(data: bytes, path: Path, view: Path | None) -> VerifyReport:
+def verify_bytes(data: bytes, path: Path, view: Path | None, require_view: bool = True) -> VerifyReport:
+    """The chain and the view's anchor of ``data`` (the log's bytes); ``require_view=False`` lets a view that
+    does not exist yet pass (append and render are about to write it)."""
     report = VerifyReport(path=path)
     parsed = _parse_lines(data, report)
     _check_records(parsed, report)
-    _check_anchor(report, parsed, view)
+    _check_anchor(report, parsed, view, require_view)
     report.problems.sort(key=lambda p: (p.line or 0))
     return report
 
 
-def verify(path: Path | str | None = None, view: Path | str | None = "default") -> VerifyReport:
+def verify(path: Path | str | None = None, view: Path | str | None = "default",
+           committed: bool = True) -> VerifyReport:
     """Check the whole chain; name every edited, deleted, reordered, truncated or torn record.
 
     ``view`` is the rendered ``EXPERIMENT_LOG.md`` whose anchor detects removed
     trailing records; by default the view that belongs to ``path``; None skips it.
+    ``committed`` also compares the log with its last committed version in git
+    (:mod:`sagelib.records.log_git`); the report's notes say which commit, or why not.
     """
     path = Path(path) if path is not None else DEFAULT_LOG
     view_path = default_view(path) if view == "default" else (Path(view) if view else None)
-    return verify_bytes(path.read_bytes(), path, view_path)
+    data = path.read_bytes()
+    report = verify_bytes(data, path, view_path)
+    if committed:
+        log_git.check_committed(data, report)
+        report.problems.sort(key=lambda p: (p.line or 0))
+    return report
 
 
 def read(path: Path | str | None = None) -> list[dict]:
@@ -336,7 +325,7 @@ def append(fields: dict, path: Path | str | None = None, view: Path | str | None
     content = json.loads(json.dumps(fields))  # a private copy; the caller's dict is untouched
     check_content(content)
     with locked(path) as fd:
-        report = verify_bytes(read_fd(fd), path, view_path)
+        report = verify_bytes(read_fd(fd), path, view_path, require_view=False)
         if not report.ok:
             raise LedgerError(f"{path}: refusing to append to a log that does not verify: "
                               f"{report.problems[0].text()}")
@@ -359,7 +348,7 @@ def render_file(path: Path | str | None = None, view: Path | str | None = None) 
     view_path = Path(view) if view is not None else default_view(path)
     with locked(path) as fd:
         data = read_fd(fd)
-        report = verify_bytes(data, path, view_path)
+        report = verify_bytes(data, path, view_path, require_view=False)
         if not report.ok:
             raise LedgerError(f"{path}: refusing to render a log that does not verify: "
                               f"{report.problems[0].text()}")
@@ -367,8 +356,26 @@ def render_file(path: Path | str | None = None, view: Path | str | None = None) 
     return view_path
 
 
+def _new_aside(path: Path, torn: bytes) -> Path:
+    """Write ``torn`` to a new ``<log>.torn-<utc>`` (``-2``, ``-3``, ... when taken): never over an earlier one."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1, 10_000):
+        aside = path.with_name(f"{path.name}.torn-{stamp}" + (f"-{n}" if n > 1 else ""))
+        try:
+            fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            _write_all(fd, torn)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return aside
+    raise LedgerError(f"{path}: 9999 torn files of {stamp} already lie beside the log; move them away first")
+
+
 def repair(path: Path | str | None = None) -> Path | None:
-    """Move a torn last line (no newline) into ``<log>.torn-<utc>``; return that file or None.
+    """Move a torn last line (no newline) into a new ``<log>.torn-<utc>[-n]``; return that file or None.
 
     Complete records are never touched; a log with other problems is left as is.
     """
@@ -378,9 +385,7 @@ def repair(path: Path | str | None = None) -> Path | None:
         cut = data.rfind(b"\n") + 1
         if cut == len(data):
             return None
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        aside = path.with_name(f"{path.name}.torn-{stamp}")
-        aside.write_bytes(data[cut:])
+        aside = _new_aside(path, data[cut:])
         os.ftruncate(fd, cut)
         os.fsync(fd)
     return aside

@@ -155,6 +155,13 @@ def write_environment(folder: Path, repo_root: Path) -> dict[str, Any]:
         record = _fallback_environment(repo_root)
         record["partial"] = True
         record["partial_reason"] = f"sagelib.records.provenance.environment() unavailable: {type(exc).__name__}: {exc}"
+    try:
+        from sagelib.cuda.features import HOPPER_SETTING, hopper_switched_off
+
+        record["hopper_paths"] = (f"off ({HOPPER_SETTING}=off)" if hopper_switched_off()
+                                  else "on where the card has them (sm_90)")
+    except Exception as exc:  # a bad value is refused before the run; never lose the record over it
+        record["hopper_paths"] = f"unknown: {exc}"
     record = to_json(record, "environment")
     (folder / ENVIRONMENT_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -7,8 +7,10 @@ runs one notebook with papermill, :mod:`sagelib.run.report` writes the HTML repo
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,13 +46,62 @@ RUNS_DIR = Path("outputs") / "runs"
 
 
 def run_folder(runs_dir: Path, profile: str, now: datetime | None = None) -> Path:
-    """``runs_dir/<YYYYmmddTHHMMSSZ>-<profile>``, made unique with a suffix if taken."""
+    """Create and return ``runs_dir/<YYYYmmddTHHMMSSZ>-<profile>``, or ``...-2``, ``-3``, ... when taken.
+
+    The folder is claimed with one ``mkdir`` (no exist_ok): of two runs started in the same second one
+    gets the name and the other the next, so two runs never share a folder.
+    """
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    folder = runs_dir / f"{stamp}-{profile}"
-    n = 2
-    while folder.exists():
-        folder = runs_dir / f"{stamp}-{profile}-{n}"
-        n += 1
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the runs folder {runs_dir} ({exc.strerror}); make it writable or "
+                         "pass --out DIR") from None
+    for n in itertools.count(1):
+        folder = runs_dir / (f"{stamp}-{profile}" if n == 1 else f"{stamp}-{profile}-{n}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise InputError(f"cannot create the run folder {folder} ({exc.strerror}); make {runs_dir} writable "
+                             "or pass --out DIR") from None
+        return folder
+    raise AssertionError("unreachable")
+
+
+def check_out(out: str | os.PathLike) -> Path:
+    """``--out`` checked before anything runs: a new or empty folder that this process can write.
+
+    An existing folder that holds files is refused, so a run never overwrites another run's reports.
+    """
+    folder = Path(out).resolve()
+    shown = f"--out {str(out)!r}"
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{shown}: a file, not a folder; give a folder for the run (it is created when absent)")
+    if folder.is_dir() and any(folder.iterdir()):
+        raise InputError(f"{shown}: the folder already holds files (a previous run?); give a new or empty folder "
+                         "so that nothing is overwritten, or leave --out out for a fresh outputs/runs/ folder")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"{shown}: {existing} is a file, so no folder can be made under it; give another path")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot write in {existing} ({exc.strerror or exc}); give a folder you can write "
+                         "to") from None
+    return folder
+
+
+def _claim_out(folder: Path, shown: str) -> Path:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--out {shown!r}: cannot create the folder ({exc.strerror or exc}); give a folder you "
+                         "can write to") from None
     return folder
 
 
@@ -91,7 +142,11 @@ def plan_run(
     profiles_path: str | os.PathLike | None = None,
     cwd: str | os.PathLike = paths.REPO_ROOT,
 ) -> RunPlan:
-    """Check every input of a run (ValueError on the first bad one) and fix its folder."""
+    """Check every input of a run (ValueError on the first bad one), then create its folder.
+
+    Without ``out`` the folder is a new one under ``cwd/outputs/runs`` (:func:`run_folder`); ``out`` must be a
+    new or empty folder that can be written (:func:`check_out`).
+    """
     notebooks_dir = Path(notebooks_dir)
     profiles_path = Path(profiles_path) if profiles_path else notebooks_dir / PROFILES_FILE
     paths = discover_notebooks(notebooks_dir)  # first: a wrong --notebooks also hides its profiles.yaml
@@ -102,29 +157,36 @@ def plan_run(
     values = overrides if isinstance(overrides, dict) else parse_overrides(overrides)
     check_overrides(values, notebooks)
     cwd = Path(cwd).resolve()
-    folder = Path(out).resolve() if out else run_folder(cwd / RUNS_DIR, profile)
+    folder = check_out(out) if out else cwd / RUNS_DIR / f"<utc-time>-{profile}"
     for nb in notebooks:  # checks the profile's names against each parameters cell
         notebook_parameters(nb, chosen, values, folder / nb.name)
+    # every check passed: only now is the folder made (a refused run leaves nothing behind)
+    folder = _claim_out(folder, str(out)) if out else run_folder(cwd / RUNS_DIR, profile)
     return RunPlan(chosen, notebooks, values, folder, cwd)
 
 
-def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str], None] = print) -> RunReport:
-    """Run every notebook of ``plan`` (a failure does not stop the others) and write the index."""
+def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str], None] = print,
+                 gpus: Sequence[str] | None = None) -> RunReport:
+    """Run every notebook of ``plan`` (a failure does not stop the others) and write the index; with ``gpus``
+    (device ids) the notebooks run side by side, each on one of them (:mod:`sagelib.run.placement`)."""
     from sagelib.run import report as run_report
 
     plan.folder.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc)
-    warnings = [w for w in (kernel_warning(),) if w]
+    from sagelib.cuda.features import switched_off_reason
+
+    warnings = [w for w in (kernel_warning(), switched_off_reason()) if w]
     for w in warnings:
         log(f"warning: {w}")
     environment = run_report.write_environment(plan.folder, plan.cwd)
     outcomes: list[Outcome] = []
     failures: list[str] = []
     total = len(plan.notebooks)
+    placed = _placed(plan, gpus, log) if gpus else {}
     for i, nb in enumerate(plan.notebooks, 1):
         log(f"[{i}/{total}] {nb.name} ({plan.profile.name} profile)")
         parameters = notebook_parameters(nb, plan.profile, plan.overrides, plan.folder / nb.name)
-        outcome = execute_notebook(
+        outcome = placed[nb.name].result() if placed else execute_notebook(
             nb, parameters, plan.folder / nb.name, cwd=plan.cwd,
             cell_timeout_s=plan.profile.cell_timeout_s, progress_bar=progress_bar,
         )
@@ -147,6 +209,15 @@ def execute_plan(plan: RunPlan, *, progress_bar: bool = True, log: Callable[[str
     }
     index = run_report.write_run(plan.folder, summary, environment)
     return RunReport(plan.folder, index, plan.profile.name, outcomes, failures, warnings)
+
+
+def _placed(plan: RunPlan, gpus: Sequence[str], log: Callable[[str], None]) -> dict:
+    """Every notebook of ``plan`` started on ``gpus`` (sagelib.run.placement); name -> Future of its Outcome."""
+    from sagelib.run import placement
+
+    jobs = [(nb, notebook_parameters(nb, plan.profile, plan.overrides, plan.folder / nb.name), plan.folder / nb.name)
+            for nb in plan.notebooks]
+    return placement.start(jobs, list(gpus), cwd=plan.cwd, cell_timeout_s=plan.profile.cell_timeout_s, log=log)
 
 
 def run(profile: str, *, progress_bar: bool = True, log: Callable[[str], None] = print, **plan_options) -> RunReport:

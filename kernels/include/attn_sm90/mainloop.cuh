@@ -308,7 +308,7 @@ SAGE_DEVICE void consume(Smem &smem, const TileScheduler<typename Smem::Geometry
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) { m[h] = SAGE_MASK_SCORE; l[h] = 0.0f; }
+    for (int h = 0; h < 2; ++h) { m[h] = SAGE_ROW_MAX_INIT; l[h] = 0.0f; }
 
     const bool idle = at.q0 + SM90_WG_ROWS * wg >= a.n_q;
     const int own_blocks = CAUSAL_ONLY ? visible_key_blocks(at.q0 + SM90_WG_ROWS * wg, SM90_WG_ROWS, a.n_q, a.n_kv,

@@ -52,7 +52,7 @@ struct BlockMask {
 // offset) and gives alpha per row half; sm90_softmax_exp adds the block's P to the
 // per-lane partial row sums (before fp8 rounding) and writes P's e4m3 A fragments (p[k]:
 // P.V k32 step k, keys 32k..32k+31). With MASKED, hidden scores count as the sentinel
-// (INT32 max) and as MASK_SCORE (exp2 argument). S_REGS (the block's keys / 2) is deduced
+// (INT32 min) for the max and as -inf (exp2 argument: P exactly 0). S_REGS (the block's keys / 2) is deduced
 // from the score array; P has S_REGS / 16 k32 steps.
 
 // The INT32 maximum of each row half's S_REGS / 2 scores. sm90_softmax_max takes both halves'
@@ -82,7 +82,7 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
   for (int h = 0; h < 2; ++h) {
     // fp32 rounding is monotone, so the max of the scaled scores is the scaled INT32 max.
     float row_max = __int2float_rn(mx[h]) * mult;
-    if (MASKED && mx[h] == SAGE_MASKED_S) row_max = SAGE_MASK_SCORE;
+    if (MASKED && mx[h] == SAGE_MASKED_S) row_max = SAGE_NEG_INF;
     row_max = quad_max(row_max);
     const float m_new = fmaxf(m[h], row_max - SAGE_FP8_OFFSET);
     alpha[h] = fast_exp2(m[h] - m_new);
@@ -105,7 +105,7 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
         const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
                             : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : __int2float_rn(s[i]);
         float x = fmaf(score, mult, -biased_m);
-        if (MASKED && mask.hides(i)) x = SAGE_MASK_SCORE - m[h];
+        if (MASKED && mask.hides(i)) x = SAGE_NEG_INF;
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : fast_exp2(x);
         sum[h] += pv[b];
       }

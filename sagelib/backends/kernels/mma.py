@@ -18,11 +18,12 @@ from sagelib.backends.kernels.operands import (
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
-from sagelib.cuda import instances, params
+from sagelib.contract.arguments import check_flag
+from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import launch
+from sagelib.cuda.prepared import LaunchSpec, run_spec
 
-ATTN_THREADS, ATTN_CTA_Q = 128, 128  #: 4 warps x 32 query rows (kernels/attn_mma.cu)
+ATTN_THREADS, ATTN_CTA_Q = instances.ATTN_MMA_THREADS, instances.ATTN_MMA_CTA_Q  #: 4 warps x 32 query rows
 
 
 #: The attention kernel's geometry is the contract's sm89 preset (WARPQ 32, BLKK = CTA_K = 64).
@@ -50,25 +51,30 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, build_options:
     ``build_options`` are extra NVRTC macro options for experiments: the -D switch of a variant added to
     kernels/attn_mma.cu for the experiment (the default build has none).
     """
+    out, out_hnd, lse = output_buffers(p, return_lse)
+    run_spec(attention_spec(p, out_hnd, lse, build_options))
+    return finish_outputs(p, out, lse)
+
+
+def attention_spec(p: PreparedAttention, out_hnd, lse, build_options: tuple[str, ...] = ()) -> LaunchSpec:
+    """The attention launch of :func:`run_attention` writing ``out_hnd`` (and ``lse`` unless None)."""
     b, h_q, n_q, width = p.q_int8.shape
     h_kv = p.k_int8.shape[1]
-    out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)
     fn = load_function("attn_mma.cu", instances.attn_mma(width, p.pv_accum == "fp32+fp16"), options=build_options)
-    launch(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1),
-           params.arguments("AttnMmaParams", q=p.q_int8, **strides("q", p.q_int8), k=p.k_int8,
-                            **strides("k", p.k_int8), v=p.v_fp8, q_scale=p.q_scale, k_scale=p.k_scale,
-                            v_scale=p.v_scale, out=out_hnd, **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv,
-                            n_pad=p.v_fp8.shape[-1], heads_q=h_q, heads_kv=h_kv, q_groups=p.q_scale.shape[-1],
-                            k_groups=p.k_scale.shape[-1], flags=flags, causal_shift=shift,
-                            sm_scale_log2e=p.sm_scale * P.LOG2E),
-           shared_mem=3 * ATTN_CTA_Q * width, name="attn_mma_kernel")  # AttnSmem<D>::TOTAL
-    return finish_outputs(p, out, lse)
+    return LaunchSpec(fn, (-(-n_q // ATTN_CTA_Q), h_q, b), (ATTN_THREADS, 1, 1), "AttnMmaParams",
+                      dict(q=p.q_int8, **strides("q", p.q_int8), k=p.k_int8, **strides("k", p.k_int8), v=p.v_fp8,
+                           q_scale=p.q_scale, k_scale=p.k_scale, v_scale=p.v_scale, out=out_hnd,
+                           **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv, n_pad=p.v_fp8.shape[-1],
+                           heads_q=h_q, heads_kv=h_kv, q_groups=p.q_scale.shape[-1], k_groups=p.k_scale.shape[-1],
+                           flags=flags, causal_shift=shift, sm_scale_log2e=p.sm_scale * P.LOG2E),
+                      shared_mem=instances.attn_mma_shared_bytes(width), name="attn_mma_kernel")
 
 
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm89", granularity="per_thread",
               pv_accum="fp32+fp32", return_lse=False, **options):
     """Our kernels behind :func:`sagelib.contract.attention`'s call (preset must be 'sm89')."""
+    check_flag("return_lse", return_lse)  # before anything is quantized
     options = checked_options(MMA_TARGET, preset, options)
     prepared = prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, **options)

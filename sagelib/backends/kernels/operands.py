@@ -166,7 +166,18 @@ class PreparedAttention:
     sm_scale: float
 
 
-ATTENTION_OPTIONS = ("flavour", "smooth_k", "causal_alignment", "check_finite", "lse_correction")
+ATTENTION_OPTIONS = ("flavour", "smooth_k", "causal_alignment", "check_finite", "lse_correction", "target",
+                     "mma_accumulator")
+#: Contract targets of the compute capabilities our kernels run on.
+TARGET_OF_CAPABILITY = {(8, 9): "sm89", (9, 0): "sm90", (12, 0): "sm120", (12, 1): "sm121"}
+
+
+def device_target(device) -> str | None:
+    """The contract ``target`` of a CUDA device ("sm90" on an H200), None for the CPU or an unknown GPU."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    return TARGET_OF_CAPABILITY.get(torch.cuda.get_device_capability(device))
 
 
 @dataclass(frozen=True)
@@ -221,6 +232,9 @@ def checked_options(target: KernelTarget, preset: str, options: dict, extra: tup
         raise InputError(f"options: unknown or unsupported by {target.name}: {unknown}; "
                          f"expected some of {list(allowed)}")
     options = dict(options)
+    # the hardware decides these; a caller may state them (the contract twin's keywords) but not change them
+    options.pop("target", None)
+    options.pop("mma_accumulator", None)
     if options.pop("lse_correction", "fp32") != "fp32":
         raise InputError(f"lse_correction: {target.name} adds the smoothing correction in fp32; pass 'fp32'")
     return options

@@ -31,19 +31,22 @@ from sagelib.backends.kernels.operands import (
     strides,
 )
 from sagelib.contract import presets as P
+from sagelib.contract.arguments import check_call, check_flag
 from sagelib.contract.fp8 import QuantizedV
 from sagelib.contract.quantize import QuantizedQK, n_k_groups, n_q_groups
 from sagelib.contract.validate import (
     check_layout,
     check_qk,
     check_qkv,
+    check_score_range,
     check_tensor,
     default_sm_scale,
     to_hnd,
 )
-from sagelib.cuda import instances, params
+from sagelib.cuda import instances
 from sagelib.cuda.build import load_function
-from sagelib.cuda.launch import launch, max_active_blocks
+from sagelib.cuda.launch import max_active_blocks
+from sagelib.cuda.prepared import LaunchSpec, run_spec
 from sagelib.errors import InputError
 
 QUANT_ROWS = 128
@@ -64,6 +67,14 @@ def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, f
 
     ``rows``: tokens per block, 64 (the kernel's default) or 128; None picks 64 unless the group tile
     needs 128 (K without smoothing under the sm90 preset)."""
+    spec, out, scale = int8_spec(x_hnd, geometry, n_groups, flavour, layout, rows)
+    run_spec(spec)
+    return out, scale
+
+
+def int8_spec(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str,
+              rows: int | None = None):
+    """(the launch of :func:`quantize_int8`, its int8 output, its scales): outputs allocated, nothing launched."""
     rows = rows or (QUANT_Q_ROWS if QUANT_Q_ROWS % geometry.tile == 0 else QUANT_ROWS)
     if rows not in (QUANT_ROWS, QUANT_Q_ROWS) or rows % geometry.tile:
         raise InputError(f"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
@@ -74,11 +85,11 @@ def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, f
     fn = load_function("quant_qk.cu", instances.quant_int8(d, x_hnd.dtype == torch.bfloat16, flavour == "cuda"),
                        options=instances.quant_int8_options(rows))
     # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
-    launch(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (quant_threads(d, rows), 1, 1),
-           params.arguments("QuantQkParams", x=x_hnd, **strides("x", x_hnd), xq=out_hnd, **strides("q", out_hnd),
-                            scale=scale, n_tokens=n, n_groups=n_groups, **geometry.members()),
-           name="quant_int8_kernel")
-    return out, scale
+    spec = LaunchSpec(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (quant_threads(d, rows), 1, 1),
+                      "QuantQkParams", dict(x=x_hnd, **strides("x", x_hnd), xq=out_hnd, **strides("q", out_hnd),
+                                            scale=scale, n_tokens=n, n_groups=n_groups, **geometry.members()),
+                      name="quant_int8_kernel")
+    return spec, out, scale
 
 
 @dataclass
@@ -97,6 +108,24 @@ def quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv
     ``permute_v`` overrides the preset's V token order (the sm_90a kernel reads the sm89
     permutation with the sm90 preset's 128-token padding; attn_sm90/softmax.cuh says why).
     """
+    spec, kv = kv_spec(k_hnd, v_hnd, preset=preset, granularity=granularity, flavour=flavour, pv_accum=pv_accum,
+                       layout=layout, do_k=do_k, do_v=do_v, permute_v=permute_v)
+    run_spec(spec)
+    return kv
+
+
+def kv_workspace_bytes(b: int, h: int, d: int) -> int:
+    """Bytes of quant_kv.cu's workspace: [ticket, head_done[B*H]] int32 (padded to 8 bytes), then per channel
+    k_sum fp64, v_amax u32, and the finalized head's km and V multiplier words (u32)."""
+    return -(-4 * (1 + b * h) // 8) * 8 + 8 * b * h * d + 3 * 4 * b * h * d
+
+
+def kv_spec(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv_accum: str, layout: str,
+            do_k: bool, do_v: bool, permute_v: bool | None = None, workspace: torch.Tensor | None = None):
+    """(the launch of :func:`quantize_kv`, its outputs): outputs allocated, nothing launched.
+
+    ``workspace``: uint8, :func:`kv_workspace_bytes` long, zeroed before the launch runs by whoever passes it;
+    None allocates a zeroed one (a memset now)."""
     x = k_hnd if k_hnd is not None else v_hnd
     b, h, n, d = x.shape
     dev = x.device
@@ -114,12 +143,16 @@ def quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv
     if do_v:
         v_fp8 = torch.empty((b, h, d, n_pad), dtype=torch.float8_e4m3fn, device=dev)
         v_scale = torch.empty((b, h, d), dtype=torch.float32, device=dev)
-    # Workspace, zeroed by one memset: [ticket, head_done[B*H]] int32, then per channel
-    # k_sum fp64, v_amax u32, and the finalized head's km and V multiplier words (u32).
+    # Workspace, zeroed by one memset (kv_workspace_bytes says what it holds).
     n_ints = 1 + b * h
     ints_bytes = -(-4 * n_ints // 8) * 8
     bhd = b * h * d
-    workspace = torch.zeros(ints_bytes + 8 * bhd + 3 * 4 * bhd, dtype=torch.uint8, device=dev)
+    size = kv_workspace_bytes(b, h, d)
+    if workspace is None:
+        workspace = torch.zeros(size, dtype=torch.uint8, device=dev)
+    elif workspace.dtype != torch.uint8 or workspace.numel() != size:
+        raise InputError(f"workspace: expected {size} uint8 bytes (kv_workspace_bytes), got {workspace.numel()} "
+                         f"{workspace.dtype}")
     ints = workspace[:4 * n_ints].view(torch.int32)
     k_sum = workspace[ints_bytes:ints_bytes + 8 * bhd].view(torch.float64)
     v_amax, km_word, vmult_word = workspace[ints_bytes + 8 * bhd:].view(torch.int32).split(bhd)
@@ -130,18 +163,16 @@ def quantize_kv(k_hnd, v_hnd, *, preset: str, granularity: str, flavour: str, pv
     resident = max(1, max_active_blocks(fn, threads)) * sm_count(dev)
     grid = min(2 * n_items, resident)
     lag = kv_lag(grid, items_per_head)
-    launch(fn, (grid, 1, 1), (threads, 1, 1),
-           params.arguments(
-               "QuantKvParams", k=k_hnd if do_k else None, **strides("k", k_hnd if do_k else None),
-               v=v_hnd if do_v else None, **strides("v", v_hnd if do_v else None), k_int8=kq_hnd,
-               **strides("kq", kq_hnd), k_scale=k_scale, k_groups=k_groups, **geometry.members(), km=km, v_fp8=v_fp8,
-               v_scale=v_scale, n_pad=n_pad, v_scale_max=P.V_SCALE_MAX[pv_accum],
-               inv_v_scale_max=float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum])),
-               permute_v=int(g.permute_v if permute_v is None else permute_v), workspace_ints=ints, k_sum=k_sum,
-               v_amax=v_amax, km_word=km_word, vmult_word=vmult_word, n_tokens=n, heads=h, batch=b, lag=lag,
-               do_k=int(do_k), do_v=int(do_v), inv_n=1.0 / n),
-           name="quant_kv_kernel")
-    return KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
+    spec = LaunchSpec(fn, (grid, 1, 1), (threads, 1, 1), "QuantKvParams", dict(
+        k=k_hnd if do_k else None, **strides("k", k_hnd if do_k else None),
+        v=v_hnd if do_v else None, **strides("v", v_hnd if do_v else None), k_int8=kq_hnd,
+        **strides("kq", kq_hnd), k_scale=k_scale, k_groups=k_groups, **geometry.members(), km=km, v_fp8=v_fp8,
+        v_scale=v_scale, n_pad=n_pad, v_scale_max=P.V_SCALE_MAX[pv_accum],
+        inv_v_scale_max=float(np.float32(1) / np.float32(P.V_SCALE_MAX[pv_accum])),
+        permute_v=int(g.permute_v if permute_v is None else permute_v), workspace_ints=ints, k_sum=k_sum,
+        v_amax=v_amax, km_word=km_word, vmult_word=vmult_word, n_tokens=n, heads=h, batch=b, lag=lag,
+        do_k=int(do_k), do_v=int(do_v), inv_n=1.0 / n), name="quant_kv_kernel")
+    return spec, KVQuantized(k_int8, k_scale, km, v_fp8, v_scale)
 
 
 def kv_lag(grid: int, items_per_head: int) -> int:
@@ -207,6 +238,24 @@ def quantize_v(v, layout="HND", preset="sm90", pv_accum="fp32+fp32", smooth_v=Fa
 def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
                 smooth_k, causal_alignment, check_finite) -> PreparedAttention:
     """Validate and quantize q, k, v (stages 1, 2, 5) the way ``target`` reads them."""
+    shapes, width, flavour = checked_call(target, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
+                                          granularity=granularity, pv_accum=pv_accum, flavour=flavour,
+                                          smooth_k=smooth_k, causal_alignment=causal_alignment,
+                                          check_finite=check_finite)
+    operands = tuple(kernel_operand(to_hnd(x, layout), width) for x in (q, k, v))
+    q_spec, kv_launch, prepared = operand_specs(target, q, *operands, shapes=shapes, layout=layout,
+                                                granularity=granularity, pv_accum=pv_accum, flavour=flavour,
+                                                causal=causal, causal_alignment=causal_alignment, sm_scale=sm_scale)
+    run_spec(q_spec)
+    run_spec(kv_launch)
+    return prepared
+
+
+def checked_call(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, flavour,
+                 smooth_k, causal_alignment, check_finite):
+    """(shapes, the kernels' head dim, the flavour) of an attention call for ``target``, every input checked."""
+    check_call(causal=causal, sm_scale=sm_scale, check_finite=check_finite)
+    check_flag("smooth_k", smooth_k)
     shapes = check_qkv(q, k, v, layout, check_finite=check_finite)
     width = kernel_head_dim(shapes.head_dim)
     require_cuda(("q", q), ("k", k), ("v", v))
@@ -218,16 +267,24 @@ def prepare_for(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, gran
         raise InputError(f"causal_alignment: expected one of {list(P.CAUSAL_ALIGNMENTS)}, got {causal_alignment!r}")
     if not smooth_k:
         raise InputError(f"smooth_k: {target.name} always smooths K (exact for the output); pass smooth_k=True")
-    flavour = resolve_flavour(flavour, target.preset, granularity)
-    qh = kernel_operand(to_hnd(q, layout), width)
-    kh = kernel_operand(to_hnd(k, layout), width)
-    vh = kernel_operand(to_hnd(v, layout), width)
-    q_int8, q_scale = quantize_int8(qh, q_geometry(target.preset, granularity),
-                                     n_q_groups(shapes.n_q, target.preset, granularity), flavour, "HND")
-    kv = quantize_kv(kh, vh, preset=target.preset, granularity=granularity, flavour=flavour, pv_accum=pv_accum,
-                      layout="HND", do_k=True, do_v=True, permute_v=target.permute_v)
-    return PreparedAttention(
+    if check_finite:  # with the finite scan: scores that would overflow float32 are refused, as the contract does
+        check_score_range(q, k, default_sm_scale(shapes.head_dim, sm_scale))
+    return shapes, width, resolve_flavour(flavour, target.preset, granularity)
+
+
+def operand_specs(target: KernelTarget, q, qh, kh, vh, *, shapes, layout, granularity, pv_accum, flavour, causal,
+                  causal_alignment, sm_scale, workspace=None):
+    """(the Q quantizer's launch, the K/V quantizer's launch, the PreparedAttention they fill): the operands
+    allocated, nothing launched. ``qh, kh, vh``: the kernels' operands (:func:`kernel_operand`); ``workspace``:
+    see :func:`kv_spec`."""
+    q_spec, q_int8, q_scale = int8_spec(qh, q_geometry(target.preset, granularity),
+                                        n_q_groups(shapes.n_q, target.preset, granularity), flavour, "HND")
+    kv_launch, kv = kv_spec(kh, vh, preset=target.preset, granularity=granularity, flavour=flavour,
+                            pv_accum=pv_accum, layout="HND", do_k=True, do_v=True, permute_v=target.permute_v,
+                            workspace=workspace)
+    prepared = PreparedAttention(
         q_int8=q_int8, q_scale=q_scale, k_int8=kv.k_int8, k_scale=kv.k_scale, km=kv.km, v_fp8=kv.v_fp8,
         v_scale=kv.v_scale, q_hnd=to_hnd(q, layout), n_q=shapes.n_q, n_kv=shapes.n_kv, head_dim=shapes.head_dim,
-        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=bool(causal),
+        layout=layout, dtype=q.dtype, granularity=granularity, pv_accum=pv_accum, causal=causal,
         causal_alignment=causal_alignment, sm_scale=default_sm_scale(shapes.head_dim, sm_scale))
+    return q_spec, kv_launch, prepared

@@ -41,9 +41,10 @@ from sagelib.backends.kernels.operands import (
 )
 from sagelib.backends.kernels.quantizers import prepare_for
 from sagelib.contract import presets as P
-from sagelib.cuda import instances, params
+from sagelib.contract.arguments import check_flag
+from sagelib.cuda import instances
 from sagelib.cuda.build import load_function, macro_options
-from sagelib.cuda.launch import launch
+from sagelib.cuda.prepared import LaunchSpec, run_spec
 from sagelib.cuda.tma import tensor_map
 from sagelib.errors import InputError
 
@@ -108,14 +109,11 @@ def _options_of(text: str) -> tuple[str, ...]:
 
 
 def unavailable_reason() -> str | None:
-    """None on an sm_90 GPU; otherwise why the Hopper kernel cannot run here."""
-    if not torch.cuda.is_available():
-        return "needs an sm_90 GPU (H100/H200); torch sees no CUDA GPU on this machine"
-    major, minor = torch.cuda.get_device_capability()
-    if (major, minor) != (9, 0):
-        return (f"needs an sm_90 GPU (wgmma, TMA, setmaxnreg); this one is sm_{major}{minor}: "
-                "use the 'cuda' backend (the portable mma.sync kernel)")
-    return None
+    """None on an sm_90 GPU with the Hopper paths on; otherwise why the Hopper kernel cannot run here
+    (the setting that switches them off first: :mod:`sagelib.cuda.features`)."""
+    from sagelib.cuda.features import hopper_unavailable_reason
+
+    return hopper_unavailable_reason()
 
 
 def shared_memory_bytes(head_dim: int, stages: int, geometry: Geometry | None = None) -> int:
@@ -204,32 +202,49 @@ def run_attention(p: PreparedAttention, return_lse: bool = False, stages: int | 
     Sm90Geometry than :func:`geometry_for` picks, with the same ``block_keys``; ``causal_instance``
     (experiments) forces the kernel instance (:func:`kernel_instance`).
     """
-    b, h_q, n_q, width = p.q_int8.shape
-    h_kv = p.k_int8.shape[1]
+    checked_geometry(p.q_int8.shape[-1], cta_k, geometry, trace)  # before anything is allocated
+    out, out_hnd, lse = output_buffers(p, return_lse)
+    run_spec(attention_spec(p, out_hnd, lse, stages=stages, build_options=build_options, trace=trace, cta_k=cta_k,
+                            geometry=geometry, causal_instance=causal_instance))
+    return finish_outputs(p, out, lse)
+
+
+def checked_geometry(width: int, cta_k: int | None, geometry: Geometry | None, trace) -> Geometry:
+    """The geometry a run builds (``geometry`` or :func:`geometry_for`'s), with ``trace`` checked."""
     chosen = geometry_for(cta_k, width)
     if geometry is not None and geometry.block_keys != chosen.block_keys:
         raise InputError(f"geometry: expected block_keys {chosen.block_keys} (cta_k {cta_k}), got {geometry}")
-    geometry = geometry or chosen
     if trace is not None and (tuple(trace.shape) != TRACE_SHAPE or trace.dtype != torch.int64):
         raise InputError(f"trace: expected an int64 tensor of shape {TRACE_SHAPE} (sm90.TRACE_SHAPE), "
                          f"got {trace.dtype} {tuple(trace.shape)}")
+    return geometry or chosen
+
+
+def attention_spec(p: PreparedAttention, out_hnd, lse, stages: int | None = None, build_options: tuple[str, ...] = (),
+                   trace: torch.Tensor | None = None, cta_k: int | None = None, geometry: Geometry | None = None,
+                   causal_instance: bool | None = None, tile_counter: torch.Tensor | None = None) -> LaunchSpec:
+    """The attention launch of :func:`run_attention` writing ``out_hnd`` (and ``lse`` unless None): its tensor maps
+    encoded, nothing launched. ``tile_counter``: one int32 the scheduler counts tiles with, zero when the launch
+    runs (None: a zeroed one is allocated now)."""
+    b, h_q, n_q, width = p.q_int8.shape
+    h_kv = p.k_int8.shape[1]
+    geometry = checked_geometry(width, cta_k, geometry, trace)
     stages = check_stages(width, stages, geometry)
     dev = p.q_int8.device
-    out, out_hnd, lse = output_buffers(p, return_lse)
     flags, shift = kernel_flags(p), causal_shift(p)  # AttnFlags (params.cuh)
     tiles = -(-n_q // geometry.cta_q) * h_q * b
     options = (*environment_options(), *build_options)
     fn = load_function("attn_sm90.cu", kernel_instance(p, stages, geometry, causal_instance), ARCH, options=options)
-    tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
-    launch(fn, (min(tiles, sm_count(dev)), 1, 1), (geometry.threads, 1, 1),
-           params.arguments("AttnSm90Params", **dict(zip(("q_map", "k_map", "v_map"), tensor_maps(p, geometry))),
-                            q_scale=p.q_scale, k_scale=p.k_scale, v_scale=p.v_scale, out=out_hnd,
-                            **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv, heads_q=h_q, heads_kv=h_kv,
-                            batch=b, q_groups=p.q_scale.shape[-1], k_groups=p.k_scale.shape[-1], flags=flags,
-                            causal_shift=shift, sm_scale_log2e=p.sm_scale * P.LOG2E, tile_counter=tile_counter,
-                            trace=trace),
-           shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
-    return finish_outputs(p, out, lse)
+    if tile_counter is None:
+        tile_counter = torch.zeros(1, dtype=torch.int32, device=dev)  # the dynamic tile scheduler's (scheduler.cuh)
+    return LaunchSpec(fn, (min(tiles, sm_count(dev)), 1, 1), (geometry.threads, 1, 1), "AttnSm90Params",
+                      dict(**dict(zip(("q_map", "k_map", "v_map"), tensor_maps(p, geometry))),
+                           q_scale=p.q_scale, k_scale=p.k_scale, v_scale=p.v_scale, out=out_hnd,
+                           **strides("o", out_hnd), lse=lse, n_q=n_q, n_kv=p.n_kv, heads_q=h_q, heads_kv=h_kv,
+                           batch=b, q_groups=p.q_scale.shape[-1], k_groups=p.k_scale.shape[-1], flags=flags,
+                           causal_shift=shift, sm_scale_log2e=p.sm_scale * P.LOG2E, tile_counter=tile_counter,
+                           trace=trace),
+                      shared_mem=shared_memory_bytes(width, stages, geometry), name="attn_sm90_kernel")
 
 
 def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET, granularity="per_thread",
@@ -239,6 +254,7 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset=PRESET,
     Besides the contract's options, ``stages`` picks the K/V ring depth (:func:`check_stages`);
     the contract's ``cta_k`` (None or 64) picks the kernel's geometry (:func:`geometry_for`).
     """
+    check_flag("return_lse", return_lse)  # before anything is quantized
     options = checked_options(TARGET, preset, options, extra=("stages", "cta_k"))
     stages, cta_k = options.pop("stages", None), options.pop("cta_k", None)
     geometry_for(cta_k)  # refuse an unbuilt cta_k before quantizing anything

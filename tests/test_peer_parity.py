@@ -1,0 +1,69 @@
+"""The SageAttention2 peer: its backends say why they cannot run, and the parity grid and its summary hold
+together (the GPU run itself is `sagelib parity --against sage2`, recorded in data/results)."""
+
+import sys
+import types
+
+import pytest
+
+from sagelib import backends, cli
+from sagelib.backends import sage2
+from sagelib.measure import peer_parity
+
+
+def test_every_peer_configuration_is_a_registered_backend_with_a_reason_here():
+    for name in sage2.CONFIGS:
+        backend = backends.get(name, require_available=False)
+        assert backend.quantized
+        if not __import__("torch").cuda.is_available():
+            assert "needs a CUDA GPU" in backend.unavailable_reason()
+
+
+def test_the_pypi_sageattention_1_is_not_taken_for_the_peer(monkeypatch, tmp_path):
+    monkeypatch.setenv("SAGELIB_PEER_DIR", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "sageattention", types.SimpleNamespace(__file__="sa1/__init__.py",
+                                                                              sageattn=lambda *a: None))
+    with pytest.raises(ImportError, match="is not SageAttention 2"):
+        sage2.package()
+
+
+def test_the_contract_twin_uses_the_peers_conventions():
+    options = sage2.contract_options(sage2.CONFIGS["sage2-sm89-per-warp-fp16"])
+    assert options == {"preset": "sm89", "granularity": "per_warp", "pv_accum": "fp32+fp16",
+                       "causal_alignment": "top_left", "lse_correction": "input_dtype"}
+
+
+def test_the_grid_covers_every_factor_the_comparison_needs():
+    grid = peer_parity.default_grid()
+    assert {c.head_dim for c in grid} >= {32, 64, 80, 96, 112, 128}
+    assert {c.n_q for c in grid} >= {1, 17, 777, 1000}
+    assert any(c.n_q % 64 and c.n_q % 128 and c.n_q > 64 for c in grid)
+    assert {c.dtype for c in grid} == {"fp16", "bf16"} and {c.layout for c in grid} == {"HND", "NHD"}
+    assert {c.causal for c in grid} == {True, False} and {c.k_bias > 0 for c in grid} == {True, False}
+    assert any(c.heads_q != c.heads_kv for c in grid)
+    assert len(peer_parity.default_grid(quick=True)) == 8
+
+
+def _row(config, contract, ours, passed=True):
+    return {"config": config, "contract_to_real": contract, "ours_to_real": ours, "contract_lse_to_real": 1e-3,
+            "ours_lse_to_real": 2e-3, "q_int8_exact": True, "k_int8_exact": True, "v_bytes_differ": 3,
+            "contract_passed": passed, "ours_passed": True}
+
+
+def test_the_summary_takes_the_worst_case_of_each_configuration():
+    rows = [_row("sage2-sm90", 1e-4, 2e-5), _row("sage2-sm90", 2.5e-4, 3e-5, passed=False),
+            _row("sage2-sm89", 5e-5, 6e-5)]
+    s = peer_parity.summary(rows)
+    assert s["sage2-sm90"]["contract_to_real_max"] == 2.5e-4 and s["sage2-sm90"]["contract_passed"] == 1
+    assert s["sage2-sm89"]["cases"] == 1
+    text = peer_parity.format_summary({"summary": s, "mask_probe": [{"leak": 1.0, "finite": True}]})
+    assert "sage2-sm90" in text and "1 of 1" in text
+
+
+def test_the_command_without_the_peer_exits_3_and_names_the_build(capsys):
+    if __import__("torch").cuda.is_available():
+        pytest.skip("a GPU machine may have the peer")
+    assert cli.main(["parity", "--against", "sage2"]) == 3
+    captured = capsys.readouterr()
+    assert "docs/design/peers.md" in captured.out and "no SageAttention2 configuration" in captured.err
+    assert cli.main(["parity", "--against", "sage2", "--config", "sage3"]) == 2
