@@ -55,7 +55,7 @@ from sagelib.studies import plots
 
 results = Results("00_contract", output_dir)
 shape = data.Shape(batch=batch, heads=heads, tokens=n_tokens, head_dim=head_dim)
-torch.set_num_threads(max(1, torch.get_num_threads()))
+torch.set_num_threads(max(1, torch.get_num_threads()));
 
 # %% [markdown]
 # ## Inputs
@@ -100,7 +100,7 @@ for label, rows in budgets.items():
     results.add(f"error budget: {label}", {r.stage: r.error.as_dict() for r in rows})
 full = {label: rows[-1].error for label, rows in budgets.items()}
 results.headline("sm90 contract relative L1 vs float64", full[next(iter(full))].relative_l1,
-                 note=f"input k_outliers {shape}")
+                 note=f"input k_outliers, {shape.label}")
 results.headline("sm90 contract cosine vs float64", full[next(iter(full))].cosine)
 fig = plots.error_budget_bars(budgets, title=f"Error each stage adds alone, k_outliers, N={n_tokens}, D={head_dim}")
 results.figure(fig, "error_budget");
@@ -138,7 +138,7 @@ fig = plots.lines(by_outliers.x, by_outliers.series, "per-channel bias of K (x N
                   title="K smoothing against channel outliers", logy=True)
 results.figure(fig, "error_vs_outliers");
 results.headline("raw/smoothed error at strongest outliers",
-                 by_outliers.series["raw K"][-1] / by_outliers.series["smoothed K"][-1])
+                 by_outliers.series["raw K"][-1] / by_outliers.series["smoothed K"][-1]);
 
 # %% [markdown]
 # ## Why the inner accumulator is flushed

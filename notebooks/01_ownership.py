@@ -111,6 +111,9 @@ results.add("bounds (stated rates, projections)", stated)
 for d in head_dims:
     fig = plots.bound_bars(stated, d, "float-bias", f"Projected bounds, D={d}, N={n_tokens}, float-bias conversion")
     results.figure(fig, f"bounds_d{d}")
+    pingpong = next(r for r in stated if (r["structure"], r["head_dim"], r["conversion"]) == ("fa3_pingpong", d, "cvt"))
+    results.headline(f"ping-pong floor, D={d} (TOPS)", round(pingpong[unit_bounds.FLOOR]),
+                     note="projection from the H200's stated rates, computed now")
 plots.table(stated)
 
 # %% [markdown]
@@ -168,7 +171,7 @@ built = kernel_records.against_projection(
     kernel_records.kernel_only_records(recorded_bench or {}, call, "cuda-sm90"),
     unit_bounds.projected_bounds(measured, "fa3_pingpong"), conversion="cvt", ratio_to="serial")
 results.add("built structure against projection", built)
-show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`", call.describe())
+show_recorded(built, recorded_bench, recorded_bench_path, "`cuda-sm90`", call.describe());
 
 # %% [markdown]
 # ## The portable kernel, against its projection
@@ -185,7 +188,7 @@ portable = kernel_records.against_projection(  # the kernel converts scores by t
     unit_bounds.projected_bounds(measured, "mma_sync_4warp"), conversion="float-bias", ratio_to="floor",
     with_backend=True)
 results.add("portable kernel against projection", portable)
-show_recorded(portable, portable_doc, portable_path, "portable-kernel", call.describe())
+show_recorded(portable, portable_doc, portable_path, "portable-kernel", call.describe());
 
 # %% [markdown]
 # ## The three-consumer rotation, built
@@ -258,6 +261,9 @@ fig = plots.grouped_bars([f"{name}, D={d}" for name, d in cases],
                          ylabel="ratio of relative L1 against float64", value_format="%.4f",
                          title="sm90 preset with a 64-key step: its error over the preset's (1 = no change)")
 results.figure(fig, "traversal_step")
+results.headline("64-key / 128-key step error, worst case",
+                 max(error[(name, d, 64)] / error[(name, d, 128)] for name, d in cases),
+                 note=f"contract against float64, computed now ({step_study_tokens} tokens)")
 plots.table(step_rows)
 
 # %% [markdown]

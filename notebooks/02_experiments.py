@@ -106,10 +106,11 @@ if built_doc is not None:
 # baseline build of the same call (kernel only; ratios across calls would mix in the card's
 # drift). Each file is cited by an experiment-log record that says what was tried and why it
 # was kept or closed. Variants whose output disagreed with the baseline's are listed under
-# the chart instead of drawn (their times do not count). The first chart keeps one row per file,
-# its best variant; the second has every variant. Moving work into the softmax phase,
-# or the softmax beside the same warpgroup's wgmma, lost every time; the traces and ncu point
-# to a phase bound by its own instruction latency at two consumer warps per scheduler.
+# the chart instead of drawn (their times do not count). The charts keep one row per file, its
+# best variant (split over charts of at most 20 rows); the table after them has every variant.
+# Moving work into the softmax phase, or the softmax beside the same warpgroup's wgmma, lost every
+# time; the traces and ncu point to a phase bound by its own instruction latency at two consumer
+# warps per scheduler.
 
 # %%
 sweep_ratios = sweep_records.load_ratios()
@@ -117,17 +118,14 @@ results.add("schedule experiments (recorded)", sweep_ratios)
 target_shapes = ["B2 H32 N16384 D128", "B2 H32 N16384 D128 causal", "B2 H32 N16384 D64", "B32 H32 N1024 D128"]
 if sweep_ratios:  # first one row per recorded sweep (its best variant), then every variant
     best = sweep_records.best_per_experiment(sweep_ratios, target_shapes)
-    fig = plots.speedup_bars([f"{sweep_records.label(b.experiment, b.variant)} (best of {b.variants})" for b in best],
-                             {s: [b.speedup.get(s, float("nan")) for b in best] for s in target_shapes},
-                             title="Each recorded sweep's best variant against the baseline of the same call")
-    results.figure(fig, "schedule_experiments_best")
-    labels = list(dict.fromkeys((r.experiment, r.variant) for r in sweep_ratios  # file order, each once
-                                if r.same_output and r.shape in target_shapes))
-    by_key = {(r.experiment, r.variant, r.shape): r.speedup for r in sweep_ratios if r.same_output}
-    fig = plots.speedup_bars([sweep_records.label(e, v) for e, v in labels],
-                             {s: [by_key.get((e, v, s), float("nan")) for e, v in labels] for s in target_shapes},
-                             title="Every build variant of the Hopper kernel against the baseline of the same call")
-    results.figure(fig, "schedule_experiments")
+    charts = plots.pages(best)
+    for page, chunk in enumerate(charts, 1):
+        fig = plots.speedup_bars([f"{sweep_records.label(b.experiment, b.variant)} (best of {b.variants})"
+                                  for b in chunk],
+                                 {s: [b.speedup.get(s, float("nan")) for b in chunk] for s in target_shapes},
+                                 title=f"Each recorded sweep's best variant ({page} of {len(charts)})")
+        results.figure(fig, f"schedule_experiments_best_{page}")
+    display(plots.table(sweep_records.variant_table(sweep_ratios, target_shapes)))
     for r in sweep_ratios:
         if not r.same_output:
             display(Markdown(f"- left out: `{r.experiment}` / `{r.variant}` at {r.shape}: "
@@ -153,7 +151,7 @@ chart_block_phases(results, "sm90-alias-inner-traces",
                    {"default": ("default build", None), "aliased first half": ("-DSM90_ALIAS_INNER=1", 0),
                     "aliased second half (spills)": ("-DSM90_ALIAS_INNER=1", 1)},
                    "A key block's period by phase at D128: the kernel against the aliased build",
-                   "block_phases_aliased")
+                   "block_phases_aliased");
 
 # %% [markdown]
 # The same reading at head_dim 64 with three consumer warpgroups (record
@@ -166,7 +164,7 @@ chart_block_phases(results, "sm90-alias-inner-traces",
 chart_block_phases(results, "sm90-max-under-pv-three-consumers-traces",
                    {"default": ("default build", None), "row max under P.V": ("--define SM90_MAX_UNDER_PV=1", None)},
                    "A key block's period by phase at D64 (three consumers): the kernel against the row max under P.V",
-                   "block_phases_max_under_pv")
+                   "block_phases_max_under_pv");
 
 # %% [markdown]
 # ## A third consumer at head_dim 128 through a shared score buffer (recorded)
@@ -186,7 +184,7 @@ chart_block_phases(results, "sm90-three-consumers-d128-shared-scores-traces",
                    {"preset (two consumers)": ("trace_preset", None),
                     "shared scores, turn over P.V (three)": ("trace_s3_turn1", None)},
                    "A key block's period by phase at D128: the preset against three consumers sharing S",
-                   "block_phases_shared_scores")
+                   "block_phases_shared_scores");
 
 # %% [markdown]
 # ## Why the softmax runs slower inside the kernel: beside the tensor cores
@@ -331,8 +329,8 @@ if energy_rows:
     ratio = {(r["shape"], r["variant"]): r["x default"] for r in energy_rows}
     fig = plots.speedup_bars(energy_variants, {s: [ratio.get((s, v), float("nan")) for v in energy_variants]
                                                for s in energy_shapes},
-                             title="Each unit's work left out: sustained speed against the default build",
-                             xlabel="sustained kernel-only speed against the default build (4 s back to back)")
+                             title="Each unit's work left out: sustained speed (4 s back to back), kernel only",
+                             xlabel="speed / default build")
     results.figure(fig, "energy_per_unit")
     display(plots.table(energy_rows))
 else:
@@ -361,7 +359,7 @@ schedules = [k for k in balance_rows[0] if k != "shape"]
 fig = plots.grouped_bars([r["shape"] for r in balance_rows], {k: [r[k] for r in balance_rows] for k in schedules},
                          ylabel="mean CTA load / largest (model)", title="Tile scheduler balance over 132 CTAs",
                          value_format="%.2f")
-results.figure(fig, "tile_scheduler_balance")
+results.figure(fig, "tile_scheduler_balance");
 
 # %% [markdown]
 # ## What a tile change costs, and what taking the next tile early bought (recorded)

@@ -53,7 +53,7 @@ reason = parity.kernel_unavailable_reason(device)
 display(Markdown(f"**Kernels:** {'run on ' + device if reason is None else 'not run: ' + reason}"))
 results.add("kernel_status", reason or f"run on {device}")
 results.add("tolerances", {"attn_rel_l1": parity.ATTN_REL_L1, "error_slack": parity.ERROR_SLACK,
-                           "lse_abs": parity.LSE_ABS})
+                           "lse_abs": parity.LSE_ABS});
 
 # %% [markdown]
 # ## The sweep
@@ -79,20 +79,18 @@ else:
         parity_run = next(nb for nb in recorded["run"]["notebooks"] if nb["name"].endswith("_parity"))
         display(plots.table([{"recorded headline": k, "value": v["value"], "note": v["note"]}
                              for k, v in parity_run["results"]["headlines"].items()]))
-plots.table(rows, ["label", "seed", "kernel", "passed", "qk_bit_exact", "v_bit_exact", "to_contract",
-                   "kernel_err", "contract_err", "lse_err"])
+plots.table(parity_sections.table_rows(rows), ["case", "label", "seed", "kernel", "passed", "qk_bit_exact",
+                                               "v_bit_exact", "to_contract", "kernel_err", "contract_err", "lse_err"])
 
 # %% [markdown]
 # ## Pass / fail grid
-# One row per case, one column per check (1 pass, 0 fail, blank not run).
+# One row per case (numbered as in the table above), one column per check: green pass, red fail,
+# grey not run.
 
 # %%
 if ran:
-    grid, case_labels, checks = parity.pass_grid(rows)
-    fig = plots.heatmap(grid, xlabel="check", ylabel="case", title="parity checks (1 = pass)", cmap="RdYlGn",
-                        colorbar_label="pass")
-    fig.axes[0].set_xticks(range(len(checks)), checks, rotation=20, ha="right", fontsize=8)
-    fig.axes[0].set_yticks(range(len(case_labels)), case_labels, fontsize=7)
+    grid, _, checks = parity.pass_grid(rows)
+    fig = plots.pass_fail_grid(grid, parity_sections.case_labels(rows), checks, title="parity checks")
     results.figure(fig, "pass_grid")
 else:
     display(Markdown("No kernel ran here, so there is no grid to draw (see the recorded results above)."))
@@ -104,10 +102,11 @@ else:
 
 # %%
 fig = plots.grouped_bars(
-    [r["label"] for r in rows],
+    parity_sections.case_labels(rows),
     {"contract": [r["contract_err"] for r in rows],
      **({"kernel": [r.get("kernel_err", float("nan")) for r in rows]} if ran else {})},
-    ylabel="relative L1 vs float64", title="error against float64", value_format="%.3f")
+    ylabel="relative L1 vs float64", title="error against float64 (cases as in the table above)",
+    value_format="%.3f")
 results.figure(fig, "error_vs_float64");
 
 # %% [markdown]

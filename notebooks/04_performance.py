@@ -64,7 +64,7 @@ from sagelib.studies import bench_plots, quant_breakdown, short_call
 results = Results("04_performance", output_dir)
 results_dir = documents.resolve(recorded_dir)  # a relative recorded_dir is taken from the repository root
 not_live = bench_records.why_not_live(device)
-results.add("measured_now", not_live is None)
+results.add("measured_now", not_live is None);
 
 # %% [markdown]
 # ## What runs here
@@ -122,7 +122,7 @@ if document is not None:
 
 # %% [markdown]
 # ## Where the issues' targets stand
-# Each speed target of issues 4 and 6 (`sagelib.measure.targets`, also `sagelib targets` on the command
+# Each speed target (`sagelib.measure.targets`, also `sagelib targets` on the command
 # line) read against the sweep above when it was measured now, otherwise against the newest
 # recorded bench document that measured the targets' cases. Peers' figures come from the same
 # document; a case the document lacks is shown as not measured, never as met. A case the recorded
@@ -137,14 +137,14 @@ else:
     target_document, target_path = targets.latest_document(results_dir)
     statuses = targets.evaluate(target_document, remeasures=targets.remeasures_of(
         target_document, target_path, results_dir)) if target_document else []
-    target_source = f"RECORDED: {target_path.name}" if target_path else ""
+    target_source = f"recorded: {target_path.name}" if target_path else ""
 if statuses:
     print(target_source)
     print(targets.format_table(statuses))
     results.add("targets", [{"issue": s.target.issue, "target": s.target.name, "measured": s.measured,
                              "goal": s.goal, "unit": s.unit, "met": s.met, "missing": s.missing, "note": s.note}
                             for s in statuses])
-    results.figure(bench_plots.target_bars(statuses, f"The issues' speed targets, {target_source}"), "targets")
+    results.figure(bench_plots.target_bars(statuses, f"Speed targets, {target_source}"), "targets")
 else:
     display(Markdown("No bench document measured now or recorded (`data/results/`) covers a target's case."))
 
@@ -154,13 +154,15 @@ else:
 # (`sagelib targets --history`): each target's measured figure as a share of its goal. The
 # notebook's own GPU runs are among them (a `gpu-run-*-performance` file measures fewer cases,
 # with fewer timed calls), so the lines show drift between runs as well as changes of the kernels.
+# In the chart, filled markers are met, open ones missed, and the dashed line is the goal; the table
+# printed above it gives each recording's time, tree and how many targets it measured.
 
 # %%
 recordings = targets.history(results_dir)
 if recordings:
     print(targets.format_history(recordings))
     results.figure(bench_plots.target_history(recordings, "Each target as a share of its goal, recording by "
-                                              "recording (RECORDED)"), "target_history")
+                                              "recording (recorded)"), "target_history")
 else:
     display(Markdown("No recorded bench document in `data/results/` measured a target's case."))
 
@@ -191,8 +193,8 @@ else:
     if found is None:
         display(Markdown("No recorded quantizer figures were found either."))
     else:
-        quant_title = f"RECORDED {found.created_utc[:10]} on {found.card}"
-        display(Markdown(f"**Quantizer figures RECORDED** {found.created_utc} on {found.card}, commit "
+        quant_title = f"recorded {found.created_utc[:10]} on {found.card}"
+        display(Markdown(f"**Quantizer figures recorded** {found.created_utc} on {found.card}, commit "
                          f"{found.commit}; file `{found.path.name}`."))
         results.add("quantizer_file", str(found.path))
 if quantizers is not None:
@@ -210,7 +212,7 @@ if quantizers is not None:
 # ## The short-sequence call: where its time goes (recorded)
 # At N=1024, B=32 the Hopper kernel alone is faster than cuDNN's whole call, and the separate
 # quantizers (Q to INT8, K smoothed to INT8, V to e4m3: ~1.2 GB read and written, ~0.40 ms) lose
-# that lead again; issue 6 asks the whole call to beat cuDNN there. Two recorded experiments tried
+# that lead again; a speed target asks the whole call to beat cuDNN there. Two recorded experiments tried
 # to hide the quantizers' time and both were closed (EXPERIMENT_LOG seq 74 and 76):
 # * the quantizers on the SMs a smaller attention grid leaves free: there they stream ~44 GB/s per
 #   SM, so no grid beats the sequential call (right panel);
@@ -232,7 +234,7 @@ if beside_rows and fusion_rows:
         breakdown = short_call.call_breakdown(beside_rows, fusion_rows, shape)
         results.add(f"short call {shape} (recorded)", breakdown)
         fig = bench_plots.short_call(breakdown, [r for r in beside_rows if r.shape == shape], shape=shape,
-                                     title=f"RECORDED on the H200: {beside_path.name} and {fusion_path.name}")
+                                     title=f"recorded on the H200: {beside_path.name} and {fusion_path.name}")
         results.figure(fig, f"short_call_{shape.replace(' ', '_')}")
 else:
     display(Markdown("No recorded files of log seq 74 and 76 (`data/results/*-quant-beside-attention.txt`, "
@@ -259,7 +261,7 @@ if ceiling_reason is None:
 else:
     display(Markdown(f"Fusion ceilings not measured now: {ceiling_reason}"))
     ceiling_rows, ceiling_path = quant_breakdown.latest_recording(results_dir)
-    ceiling_title = f"RECORDED: {ceiling_path.name}" if ceiling_path else ""
+    ceiling_title = f"recorded: {ceiling_path.name}" if ceiling_path else ""
 if ceiling_rows:
     for row in ceiling_rows:
         print(quant_breakdown.format_table(row["shape"], quant_breakdown.PassTimes(**row["times_ms"])))

@@ -54,7 +54,7 @@ display(Markdown(bench_records.markdown_table([
     {"tool": name, "found": status.path or "no",
      "version or reason": status.version if status.available else status.reason}
     for name, status in tools.items()])))
-results.add("tools", {name: {"path": s.path, "version": s.version, "reason": s.reason} for name, s in tools.items()})
+results.add("tools", {name: {"path": s.path, "version": s.version, "reason": s.reason} for name, s in tools.items()});
 
 # %% [markdown]
 # ## ptxas: resources per kernel and architecture

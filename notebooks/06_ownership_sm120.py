@@ -127,7 +127,7 @@ for d in head_dims:
     results.figure(fig, f"gb10_bounds_d{d}")
 best = max(rows, key=lambda r: r["floor TOPS (projection)"])
 results.headline("gb10_floor_tops_projection", round(best["floor TOPS (projection)"], 1), unit="TOPS",
-                 note=f"projection: {best['candidate']}, {best['pv_accum']}, D={best['head_dim']}")
+                 note=f"projection: {best['candidate']}, {best['pv_accum']}, D={best['head_dim']}");
 
 # %% [markdown]
 # ## The card's unit rates, measured where this runs on one
@@ -152,7 +152,7 @@ if card is not GB10:
 display(Markdown(sm120_evidence.RECOMMENDATION))
 results.add("recommendation", sm120_evidence.RECOMMENDATION)
 results.headline("sm120_recommendation", "monolithic 4-warp CTA, fp32+fp16 inner accumulator",
-                 note="projection; the log's sm120_ownership_structure record")
+                 note="projection; the log's sm120_ownership_structure record");
 
 # %% [markdown]
 # ## What would confirm or overturn it on the card

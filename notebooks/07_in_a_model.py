@@ -85,7 +85,7 @@ agreement = in_a_model.layer_agreement(model, tokens, backend)
 results.add("layer_agreement", agreement)
 display(Markdown(bench_records.markdown_table(agreement)))
 results.headline("top1_agreement", agreement[-1]["top-1 agreement"], note="logits' argmax, ours vs SDPA")
-results.headline("worst_isolated_rel_l1", max(r["isolated rel L1"] for r in agreement[:-1]))
+results.headline("worst_isolated_rel_l1", max(r["isolated rel L1"] for r in agreement[:-1]));
 
 # %% [markdown]
 # ## Forward-pass time

@@ -59,7 +59,7 @@ def test_banner_says_recorded_and_nothing_measured(tmp_path):
     document["annotations"] = ["the int8 ceiling was re-measured"]
     text = bench_records.recorded_banner(document, tmp_path / "x.json", "no GPU here")
     assert text.startswith("**Nothing was measured in this run:** no GPU here")
-    assert "RECORDED" in text and "NVIDIA H200" in text and "re-measured" in text
+    assert "recorded results" in text and "NVIDIA H200" in text and "re-measured" in text
     assert "No recorded GPU results" in bench_records.recorded_banner(None, None, "no GPU here")
 
 

@@ -5,6 +5,8 @@ or a spill above kernels/check_baseline.json fails it.
 """
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -160,6 +162,32 @@ def test_a_json_path_it_cannot_write_is_refused_before_compiling(tmp_path, capsy
     (tmp_path / "file").write_text("")
     assert main(["kernels", "check", "--json", str(tmp_path / "file" / "check.json")]) == 2
     assert "is a file, not a folder" in capsys.readouterr().err
+
+
+def test_a_compile_is_kept_and_asked_again_without_nvcc(monkeypatch, tmp_path):
+    monkeypatch.setenv("SAGELIB_KERNEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setitem(check.INSTANCES, "k.cu", ("k",))
+    monkeypatch.setattr(check, "demangle", lambda names: {n: n for n in names})
+    runs = []
+
+    def nvcc(cmd, **kwargs):  # writes the cubin named by -o and prints a ptxas report for one kernel
+        runs.append(cmd)
+        Path(cmd[cmd.index("-o") + 1]).write_bytes(b"CUBIN" + str(len(runs)).encode())
+        log = ("ptxas info : Compiling entry function 'k' for 'sm_90a'\n"
+               "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+               f"ptxas info : Used {100 + len(runs)} registers, 0 bytes smem\n")
+        return subprocess.CompletedProcess(cmd, 0, "", log)
+
+    monkeypatch.setattr(check.subprocess, "run", nvcc)
+    first = check.compile_target("k.cu", "sm_90a", "nvcc", tmp_path, ())
+    (tmp_path / "elsewhere").mkdir()
+    again = check.compile_target("k.cu", "sm_90a", "nvcc", tmp_path / "elsewhere", ())
+    assert len(runs) == 1 and first.ok and again.ok
+    assert again.kernels[0].registers == first.kernels[0].registers == 101
+    assert check.cubin_path(tmp_path / "elsewhere", "k.cu", "sm_90a").read_bytes() == b"CUBIN1"
+    check.compile_target("k.cu", "sm_90a", "nvcc", tmp_path, ("-DX=1",))  # other options: compiled afresh
+    check.compile_target("k.cu", "sm_90a", "nvcc", tmp_path, (), use_cache=False)
+    assert len(runs) == 3
 
 
 def test_shared_memory_over_the_targets_limit_fails(monkeypatch):

@@ -36,3 +36,23 @@ def test_every_parameter_is_read_by_the_notebook(path):
 def _code_only(source: str) -> str:
     # jupytext keeps markdown cells as comments and magics as commented lines; what parses is the code
     return "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+# a cell's last bare expression is shown in the report: only these calls are meant to show something there
+SHOWN_CALLS = {"display", "print", "plots.table"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_ends_in_a_value_the_report_would_show_as_a_repr(path):
+    stray = []
+    for i, cell in enumerate(notebooks.read_notebook(path).cells):
+        source = cell.source.rstrip()
+        if cell.cell_type != "code" or source.endswith(";"):
+            continue
+        body = ast.parse(_code_only(source)).body
+        last = body[-1] if body else None
+        if isinstance(last, ast.Expr) and not (isinstance(last.value, ast.Call)
+                                               and ast.unparse(last.value.func) in SHOWN_CALLS):
+            stray.append(f"cell {i + 1}: {ast.unparse(last)[:60]}")
+    assert not stray, (f"{path.name}: these cells end in an expression whose value (e.g. a PosixPath) the report "
+                       f"would print; end the line with ';' or show it with display(): {stray}")

@@ -36,7 +36,7 @@ def test_a_backend_that_runs_counts_its_passes_and_keeps_the_worst_error(tmp_pat
     errors = {"a": 1e-4, "b": 3e-4}
     monkeypatch.setattr(parity_sections.parity, "run_case", lambda case, device, backend: {
         "label": case, "seed": 0, "passed": case == "a", "to_contract": errors[case], "kernel_err": 0.01,
-        "contract_err": 0.01})
+        "contract_err": 0.01, "n_q": 17, "n_kv": 56})
     results = Results("03_test", tmp_path)
     rows = parity_sections.backend_parity(results, "cuda-sm90", "sm90", "Hopper", "cuda", [1], [64])
     saved = _saved(results)
@@ -44,3 +44,12 @@ def test_a_backend_that_runs_counts_its_passes_and_keeps_the_worst_error(tmp_pat
     assert saved["headlines"]["sm90 parity cases passed"]["value"] == "1/2"
     assert saved["headlines"]["sm90 largest kernel-vs-contract rel L1"]["value"] == 3e-4
     assert [f["name"] for f in saved["figures"]] == ["sm90_error_vs_float64"] and "<table>" in shown[0]
+
+
+def test_charts_name_cases_by_number_and_the_table_gives_the_whole_configuration():
+    rows = [{"n_q": 1, "n_kv": 1, "label": "1x1 d64 fp16 HND 4/4 full per_thread fp32+fp32"},
+            {"n_q": 2007, "n_kv": 1000, "label": "2007x1000 d128 bf16 NHD 8/2 causal/top-left per_warp fp32+fp16"}]
+    assert parity_sections.case_labels(rows) == ["#1 1x1", "#2 2007x1000"]
+    table = parity_sections.table_rows(rows)
+    assert [r["case"] for r in table] == ["#1", "#2"] and table[1]["label"] == rows[1]["label"]
+    assert parity_sections.TABLE_COLUMNS[:2] == ["case", "label"]

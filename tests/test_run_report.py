@@ -66,7 +66,88 @@ def test_index_escapes_names_and_links_relative(tmp_path):
     assert "rel_l1" in page and "0.0001235" in page and "a&lt;b" in page
     assert "no GPU visible" in page and "1 failed" in page and "<code>n=3</code>" in page
     run = json.loads((tmp_path / "run.json").read_text())
-    assert run["notebooks"][0]["results"]["headlines"]["rel_l1"]["value"] == 0.000123456
+    assert run["notebooks"][0]["headlines"]["rel_l1"]["value"] == 0.000123456
+    assert run["notebooks"][0]["results_file"] == str(tmp_path / "00_x" / "results.json")
+
+
+def test_run_json_keeps_headlines_and_leaves_the_details_in_results_json(tmp_path):
+    (tmp_path / "00_x").mkdir()
+    details = {"sweep": [{"case": i, "error": [0.5] * 50} for i in range(200)]}  # ~100 KB of details
+    (tmp_path / "00_x" / "results.json").write_text(json.dumps(
+        {"headlines": {"rel_l1": {"value": 0.01, "unit": "", "note": ""}}, "values": details}))
+    run_report.write_run(tmp_path, summary(tmp_path), {"python": "3.11"})
+    text = (tmp_path / "run.json").read_text()
+    assert len(text) < 5_000 and '"sweep"' not in text and '"rel_l1"' in text
+    assert "rel_l1" in (tmp_path / "index.html").read_text()
+
+
+def figure_notebook(path, n_figures=3):
+    """An executed notebook as the workbook's look: markdown, a table, stderr, and figures as PNG outputs."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Report\n\nSome *text* with `code` and a [link](https://example.org).")]
+    for i in range(n_figures):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(range(100), [x * x for x in range(100)], marker="o")
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=100)
+        plt.close(fig)
+        cell = nbformat.v4.new_code_cell(f"draw({i})")
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stderr", text="UserWarning: a warning\n"),
+            nbformat.v4.new_output("display_data", {"image/png": base64.b64encode(buffer.getvalue()).decode(),
+                                                    "text/plain": "<Figure>"}),
+            nbformat.v4.new_output("display_data", {"text/html": "<table><tr><td>1</td></tr></table>",
+                                                    "text/plain": "<HTML>"})]
+        nb.cells.append(cell)
+    nbformat.write(nb, path)
+    return path
+
+
+def test_notebook_report_is_self_contained_and_small(tmp_path):
+    page = run_report.export_html(figure_notebook(tmp_path / "00_x.ipynb"), tmp_path / "00_x.html", "00_x",
+                                  parameters={"n": 1}).read_text()
+    assert run_report.external_resources(page) == []
+    assert "<script" not in page and "cdn" not in page.lower()
+    assert page.count("data:image/png;base64") == 3 and "https://example.org" in page  # a link is not a load
+    assert len(page.encode()) < 150_000  # three figures and a few bytes of styling, not a framework
+
+
+def test_report_figures_are_stored_with_a_palette_and_the_notebook_keeps_the_originals(tmp_path):
+    import base64
+    import io
+    import re
+
+    from PIL import Image
+
+    ipynb = figure_notebook(tmp_path / "00_x.ipynb", n_figures=1)
+    original = nbformat.read(ipynb, as_version=4).cells[1].outputs[1]["data"]["image/png"]
+    page = run_report.export_html(ipynb, tmp_path / "00_x.html", "00_x").read_text()
+    (shown,) = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", page)
+    assert Image.open(io.BytesIO(base64.b64decode(shown))).mode == "P" and len(shown) < len(original)
+    assert Image.open(io.BytesIO(base64.b64decode(shown))).size == Image.open(
+        io.BytesIO(base64.b64decode(original))).size
+    assert nbformat.read(ipynb, as_version=4).cells[1].outputs[1]["data"]["image/png"] == original
+
+
+def test_external_resources_finds_what_a_page_would_load():
+    page = ("<html><head><script src='https://cdn.example/require.js'></script>"
+            "<link rel='stylesheet' href='//fonts.example/x.css'><style>@import 'a.css'; "
+            "p{background:url(https://x/y.png)} q{background:url(data:image/png;base64,AAAA)}</style></head>"
+            "<body><img src='data:image/png;base64,AAAA'><a href='https://example.org'>ok</a>"
+            "<img src='figures/a.png'></body></html>")
+    found = run_report.external_resources(page)
+    assert len(found) == 5, found
+    assert any("require.js" in f for f in found) and any("fonts.example" in f for f in found)
+    assert any("figures/a.png" in f for f in found) and any("@import" in f for f in found)
+    assert not any("data:" in f or "example.org" in f for f in found)
 
 
 def test_index_marks_a_partial_environment(tmp_path):

@@ -308,6 +308,15 @@ def test_run_keeps_going_past_a_failure_and_reports_it(small_workbook, tmp_path,
     assert "<td class='ok'>ok</td>" in index and "<td class='failed'>failed</td>" in index
     assert "doubled" in index and "<b>10</b>" in index
     assert "Environment" in index and (out / "environment.json").is_file()
+
+    # every page opens offline (nothing loaded from elsewhere) and stays small
+    from sagelib.run import report
+
+    pages = [out / "index.html", *sorted(out.glob("*/*.html"))]
+    assert len(pages) == 3
+    for page in pages:
+        assert report.external_resources(page.read_text()) == [], page
+        assert page.stat().st_size < report.HTML_SIZE_LIMIT, page
     run = json.loads((out / "run.json").read_text())
     assert [(nb["name"], nb["status"]) for nb in run["notebooks"]] == [("01_ok", "ok"), ("02_fail", "failed")]
     assert run["notebooks"][0]["parameters"] == {"n": 5, "output_dir": str(ok)}

@@ -118,3 +118,14 @@ def test_the_recorded_ab_files_read_as_rows():
     assert d64_rows and all(r["three / two"] > 0 for r in d64_rows)
     tile_rows, before, after = sweep_records.tile_change_rows(tile)
     assert tile_rows and "former default" in before and after.startswith("d7ce787")
+
+
+def test_variant_table_has_every_same_output_variant_once_with_its_speedup_per_shape():
+    found = [sweep_records.VariantRatio("sm90-sweep-a", "fast", "S", 1.2, 1.2, 1.2, 1, True),
+             sweep_records.VariantRatio("sm90-sweep-a", "fast", "T", 0.95, 0.95, 0.95, 1, True),
+             sweep_records.VariantRatio("sm90-sweep-a", "wrong", "S", 9.0, 9.0, 9.0, 1, False),
+             sweep_records.VariantRatio("sm90-sweep-b", "only", "U", 1.5, 1.5, 1.5, 1, True),
+             sweep_records.VariantRatio("sm90-sweep-b", "only", "S", 0.7, 0.7, 0.7, 1, True)]
+    assert sweep_records.variant_table(found, ["S", "T"]) == [
+        {"sweep": "a", "variant": "fast", "S": "1.200x", "T": "0.950x"},
+        {"sweep": "b", "variant": "only", "S": "0.700x", "T": ""}]

@@ -18,17 +18,20 @@ fails the check.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sagelib.cuda import toolkit
-from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
+from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR, cache_dir
 from sagelib.cuda.instances import DYNAMIC_SHARED_BYTES, INSTANCES, ONLY_ARCHS, builds
 from sagelib.errors import InputError
 
@@ -163,11 +166,40 @@ def cubin_path(workdir: Path, file: str, arch: str, options: tuple[str, ...] = (
     return workdir / f"{file.removesuffix('.cu')}_{arch}{'_' + variant if variant else ''}.cubin"
 
 
-def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tuple[str, ...] = ()) -> TargetResult:
+def compile_cache_key(file: str, arch: str, nvcc: str, options: tuple[str, ...] = ()) -> str:
+    """What decides a compile's cubin and ptxas report: every source under kernels/, the translation unit, the
+    architecture, the options and the nvcc binary (its resolved path, size and modification time)."""
+    h = hashlib.sha256()
+    for source in sorted(KERNELS_DIR.rglob("*")):
+        if source.suffix in (".cu", ".cuh", ".h", ".hpp") and source.is_file():
+            h.update(source.relative_to(KERNELS_DIR).as_posix().encode() + b"\0" + source.read_bytes() + b"\0")
+    binary = Path(nvcc).resolve()
+    stat = binary.stat() if binary.exists() else None
+    for part in (translation_unit(file), arch, repr(options), str(binary),
+                 f"{stat.st_size}:{stat.st_mtime_ns}" if stat else "?"):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def compile_cache_dir() -> Path:
+    """Where :func:`compile_target` keeps cubins and ptxas reports (beside the NVRTC builds' cache)."""
+    return cache_dir() / "nvcc"
+
+
+def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tuple[str, ...] = (), *,
+                   use_cache: bool = True) -> TargetResult:
     """Compile ``file``'s instances for ``arch`` into :func:`cubin_path`; ``options`` are extra nvcc options, e.g. a
-    build the launcher makes (instances.VARIANTS) or a macro of an experiment (``-DSM90_ABLATE_CVT=1``)."""
+    build the launcher makes (instances.VARIANTS) or a macro of an experiment (``-DSM90_ABLATE_CVT=1``).
+
+    A successful compile's cubin and ptxas report are kept under :func:`compile_cache_dir`, keyed by
+    :func:`compile_cache_key`, so the same compile asked again (the SASS table after the ptxas table, a second run)
+    copies them instead of running nvcc; any change of a kernel source, option or nvcc compiles afresh."""
     unit = cubin_path(workdir, file, arch, options).with_suffix(".cu")
     unit.write_text(translation_unit(file))
+    cached = compile_cache_dir() / compile_cache_key(file, arch, nvcc, options) if use_cache else None
+    if cached is not None and cached.with_suffix(".cubin").is_file() and cached.with_suffix(".log").is_file():
+        shutil.copyfile(cached.with_suffix(".cubin"), unit.with_suffix(".cubin"))
+        return _target_result(file, arch, options, cached.with_suffix(".log").read_text())
     cmd = [nvcc, "-std=c++17", gencode(arch), "-cubin", "-o", str(unit.with_suffix(".cubin")),
            f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", *options, str(unit)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -175,6 +207,21 @@ def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tupl
     if proc.returncode != 0:
         errors = [l for l in log.splitlines() if "error" in l.lower()][:8]
         return TargetResult(file, arch, False, error="\n".join(errors) or log[-2000:], options=options)
+    result = _target_result(file, arch, options, log)
+    if cached is not None and result.ok:
+        try:  # written under a temporary name first, so a reader never sees half a file
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            for suffix, write in ((".cubin", lambda t: shutil.copyfile(unit.with_suffix(".cubin"), t)),
+                                  (".log", lambda t: t.write_text(log))):
+                tmp = cached.with_suffix(f".{os.getpid()}.{threading.get_ident()}{suffix}")
+                write(tmp)
+                tmp.replace(cached.with_suffix(suffix))
+        except OSError:
+            pass  # a cache that cannot be written costs time, not results
+    return result
+
+
+def _target_result(file: str, arch: str, options: tuple[str, ...], log: str) -> TargetResult:
     kernels = parse_ptxas(log, file, arch)
     for k in kernels:
         k.dynamic_smem_bytes = DYNAMIC_SHARED_BYTES.get(k.kernel, 0)

@@ -110,7 +110,7 @@ def recorded_banner(document: dict | None, path: Path | None, reason_not_measure
     dirty = " (with uncommitted changes)" if env.get("git_dirty") else ""
     where = path.relative_to(REPO_ROOT) if path and path.is_relative_to(REPO_ROOT) else path
     lines.append(
-        f"**Shown below: RECORDED results**, measured {document.get('created_utc', 'at an unknown time')} "
+        f"**Shown below: recorded results**, measured {document.get('created_utc', 'at an unknown time')} "
         f"on {device.get('name', 'an unknown device')} (driver {env.get('driver', '?')}, "
         f"CUDA {env.get('cuda_runtime', '?')}, "
         f"torch {env.get('torch', '?')}), source commit {commit}{dirty}; file `{where}`."

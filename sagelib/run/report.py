@@ -54,19 +54,86 @@ def _notebook_html(ipynb: Path, name: str, parameters: dict[str, Any]) -> str:
     import nbformat
     from nbconvert import HTMLExporter
 
+    # The "basic" template gives the cells alone: no require.js, MathJax or mermaid from a CDN and none of
+    # JupyterLab's 260 KB of CSS. The page around them (_page) carries the little styling the reports need,
+    # so a report opens the same offline, behind a firewall or from an e-mail.
     exporter = HTMLExporter(
+        template_name="basic",
         exclude_input=True,
         exclude_input_prompt=True,
         exclude_output_prompt=True,
         embed_images=True,
     )
     nb = nbformat.read(ipynb, as_version=4)
+    _compact_images(nb)
     shown = {k: v for k, v in parameters.items() if k != "output_dir"}
     if shown:
         listing = ", ".join(f"`{k} = {_short(v)}`" for k, v in shown.items())
         nb.cells.insert(0, nbformat.v4.new_markdown_cell(f"*{name}, run with* {listing}"))
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(ipynb.parent)}})
-    return body
+    return _page(name, body, _NOTEBOOK_CSS)
+
+
+# a report a reader opens from disk, offline: at most this many bytes per notebook at the cpu profile
+HTML_SIZE_LIMIT = 1_000_000
+
+
+def external_resources(page: str) -> list[str]:
+    """What ``page`` would load from outside its own file: the ``src`` of any element, a ``<link>``'s ``href``,
+    a CSS ``url(...)`` or ``@import`` that is not a ``data:`` URI or a fragment. Links a reader may follow
+    (``<a href>``) are not loads. [] for a self-contained page."""
+    import re
+    from html.parser import HTMLParser
+
+    def outside(ref: str) -> bool:
+        ref = ref.strip().strip("'\"")
+        return bool(ref) and not ref.startswith(("data:", "#"))
+
+    found: list[str] = []
+
+    class _Refs(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            for key, value in attrs:
+                if value and (key == "src" or (tag == "link" and key == "href")) and outside(value):
+                    found.append(f"<{tag} {key}={value}>")
+
+    _Refs().feed(page)
+    for style in re.findall(r"<style[^>]*>(.*?)</style>", page, flags=re.S | re.I):
+        found += [f"css url({u})" for u in re.findall(r"url\(([^)]*)\)", style) if outside(u)]
+        found += [f"css {m}" for m in re.findall(r"@import[^;]*", style)]
+    return found
+
+
+def _compact_images(nb) -> None:
+    """Re-encode each PNG output of ``nb`` (in memory; the .ipynb keeps the originals) with a 256-colour palette.
+
+    A chart has few colours: the palette keeps it looking the same at about a third of the bytes (a page of
+    nine recorded-bench charts: 1.4 MB -> 0.5 MB), which keeps a report under HTML_SIZE_LIMIT. An image the
+    palette would not shrink, or that cannot be read, is left as it was.
+    """
+    import base64
+    import io
+
+    try:
+        from PIL import Image
+    except ImportError:  # matplotlib needs Pillow, so this is only a guard
+        return
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data") or {}
+            if "image/png" not in data:
+                continue
+            try:
+                raw = base64.b64decode(data["image/png"])
+                image = Image.open(io.BytesIO(raw))
+                palette = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                                        dither=Image.Dither.NONE)
+                buffer = io.BytesIO()
+                palette.save(buffer, "PNG", optimize=True)
+            except Exception:
+                continue
+            if buffer.tell() < len(raw):
+                data["image/png"] = base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 # --------------------------------------------------------------------------- environment
@@ -122,13 +189,30 @@ def _fallback_environment(repo_root: Path) -> dict[str, Any]:
 
 
 def write_run(folder: Path, summary: dict[str, Any], environment: dict[str, Any]) -> Path:
-    """Add each notebook's ``results.json`` to ``summary``, write ``run.json`` and ``index.html``."""
+    """Write ``run.json`` (the summary, with each notebook's headlines) and ``index.html``.
+
+    run.json stays small: per notebook its status, time, parameters, files and headline numbers; the
+    details (tables, sweeps, maps) stay in the notebook's own ``results.json``, which it names.
+    """
     for entry in summary["notebooks"]:
         entry["results"] = load_results(entry["folder"])
-    (folder / RUN_FILE).write_text(json.dumps(to_json(summary, "run"), indent=2) + "\n")
+    (folder / RUN_FILE).write_text(json.dumps(to_json(run_summary(summary), "run"), indent=2) + "\n")
     index = folder / INDEX_FILE
     index.write_text(index_html(folder, summary, environment), encoding="utf-8")
     return index
+
+
+def run_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` as run.json keeps it: each notebook's ``results`` replaced by its ``headlines`` and the path of
+    its ``results.json`` (None where the notebook recorded nothing)."""
+    notebooks = []
+    for entry in summary["notebooks"]:
+        entry = dict(entry)
+        results = entry.pop("results", None) or {}
+        entry["headlines"] = results.get("headlines") or {}
+        entry["results_file"] = str(Path(entry["folder"]) / "results.json") if results else None
+        notebooks.append(entry)
+    return {**summary, "notebooks": notebooks}
 
 
 def index_html(folder: Path, summary: dict[str, Any], environment: dict[str, Any]) -> str:
@@ -248,7 +332,20 @@ details summary{cursor:pointer;color:#566;font-size:.9em}
 """
 
 
-def _page(title: str, body: str) -> str:
+# what the cells of a notebook report need beyond _CSS: outputs in flow, figures scaled to the page,
+# tables that scroll sideways rather than widen it, warnings set apart
+_NOTEBOOK_CSS = """
+.cell{margin:.4rem 0} .output_area img{max-width:100%;height:auto}
+.output_html{overflow-x:auto} .output_html table{width:auto;font-size:13px}
+.output_html td,.output_html th{padding:.25rem .5rem}
+pre{font:13px/1.35 ui-monospace,SFMono-Regular,Menlo,monospace;white-space:pre-wrap;margin:.3rem 0}
+.output_stderr pre{background:#fff7e0;padding:.3rem .5rem} .output_error pre{background:#fdecea;padding:.3rem .5rem}
+a.anchor-link{display:none} blockquote{color:#445;border-left:3px solid #dde;margin-left:0;padding-left:.8rem}
+"""
+
+
+def _page(title: str, body: str, css: str = "") -> str:
+    """A whole HTML page: everything it shows is in the file (no script, stylesheet or font from elsewhere)."""
     return (f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}</style></head>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><style>{_CSS}{css}</style></head>"
             f"<body>\n{body}\n</body></html>\n")

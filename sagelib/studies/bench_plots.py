@@ -1,7 +1,7 @@
 """Figures of benchmark documents: TOPS against N, speedups, and kernels against the ceilings.
 
 Each function takes a document of :func:`sagelib.measure.bench.run_sweep` (measured now or recorded)
-and returns a matplotlib Figure; a recorded document gets "RECORDED <date>, <card>" in its title
+and returns a matplotlib Figure; a recorded document gets "recorded <date> on <card>" in its title
 so a figure cut out of the report still says it was not measured in this run.
 """
 
@@ -22,7 +22,7 @@ def _label(record: dict) -> str:
 def _title(document: dict, recorded: bool) -> str:
     card = (document.get("device") or {}).get("name", "?")
     when = document.get("created_utc", "?")
-    return f"RECORDED {when[:10]} on {card}" if recorded else f"measured now on {card}"
+    return f"recorded {when[:10]} on {card}" if recorded else f"measured now on {card}"
 
 
 def _cases(document: dict):
@@ -167,9 +167,9 @@ def short_call(breakdown: dict, beside: list, *, shape: str, title: str):
     right.axhline(beside[0].sequential_ms, color="tab:blue", linestyle="--", linewidth=1,
                   label="quantizers, then kernel")
     right.axhline(beside[0].cudnn_ms, color="tab:orange", linestyle="--", linewidth=1, label="cuDNN fp16")
-    right.set_xlabel("CTAs of the attention kernel (the SMs left free run the quantizers)")
+    right.set_xlabel("attention CTAs (free SMs run the quantizers)")
     right.set_ylabel("ms")
-    right.set_title("Quantizers beside the kernel (premise, log seq 74)")
+    right.set_title("Quantizers beside the kernel")
     right.legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -178,7 +178,7 @@ def short_call(breakdown: dict, beside: list, *, shape: str, title: str):
 
 def fusion_ceilings(rows: list[dict], title: str):
     """One panel per shape (rows of a ``*-quant-breakdown.json``, :mod:`sagelib.studies.quant_breakdown`): the call and each
-    fusion's ceiling in ms, against cuDNN's time (orange) and issue 6's target at that shape (black)."""
+    fusion's ceiling in ms, against cuDNN's time (orange) and the Hopper kernel's speed target at that shape (black)."""
     from sagelib.studies.quant_breakdown import PassTimes, ceilings, target_ms
 
     fig, axes = plt.subplots(1, len(rows), figsize=(2.5 + 4.2 * len(rows), 3.8), squeeze=False, sharey=True)
@@ -194,7 +194,7 @@ def fusion_ceilings(rows: list[dict], title: str):
         ax.axvline(cudnn, color="tab:orange", linestyle="--", linewidth=1, label=f"cuDNN fp16 ({cudnn:.3f} ms)")
         target = target_ms(row["shape"], cudnn)
         if target != cudnn:
-            ax.axvline(target, color="black", linestyle="--", linewidth=1, label=f"issue 6 target ({target:.3f} ms)")
+            ax.axvline(target, color="black", linestyle="--", linewidth=1, label=f"speed target ({target:.3f} ms)")
         ax.set_xlim(0.5 * min(values + [target]), 1.3 * max(values + [cudnn]))
         ax.set_xlabel("ms per call (x: cuDNN's time over it)")
         ax.set_title(row["shape"], fontsize=9)
@@ -209,7 +209,7 @@ def target_bars(statuses: list, title: str):
     where the document did not measure it, "re-measured" where the figure is a re-measure's
     (:func:`sagelib.measure.targets.remeasures_of`); the dashed line is the goal."""
     fig, ax = plt.subplots(figsize=(11, 0.45 * len(statuses) + 1.4))
-    labels = [f"issue {s.target.issue}: {s.target.name}" for s in statuses]
+    labels = [s.target.name for s in statuses]  # what each target measures
     ratios = [s.measured / s.goal if s.met is not None else 0.0 for s in statuses]
     colors = ["tab:gray" if s.met is None else "tab:green" if s.met else "tab:red" for s in statuses]
     bars = ax.barh(range(len(statuses)), ratios, color=colors)
@@ -237,11 +237,11 @@ def target_bars(statuses: list, title: str):
     return fig
 
 
-def target_history(recordings: list, title: str):
+def target_history(recordings: list, title: str, max_ticks: int = 12):
     """Each target's measured / goal in every recording (:func:`sagelib.measure.targets.history`), oldest first: one line
-    per target through the recordings that measured it; filled markers where it was met; dashed: the goal; the dates
-    of recordings that measured only some targets in grey, with how many."""
-    fig, ax = plt.subplots(figsize=(12, 4.8))
+    per target through the recordings that measured it; filled markers where it was met, open where missed; dashed:
+    the goal. The x axis counts recordings; at most ``max_ticks`` of them are labelled with their date."""
+    fig, ax = plt.subplots(figsize=(11, 4.8))
     shown = [1.0]
     if recordings:
         for k, first in enumerate(recordings[0].statuses):
@@ -249,21 +249,17 @@ def target_history(recordings: list, title: str):
             xs = [i for i, _ in points]
             ys = [s.measured / s.goal for _, s in points]
             shown += ys
-            line, = ax.plot(xs, ys, linewidth=1.2, label=f"issue {first.target.issue}: {first.target.short}")
+            line, = ax.plot(xs, ys, linewidth=1.2, label=first.target.name)
             ax.scatter(xs, ys, s=18, zorder=3, edgecolors=line.get_color(),
                        facecolors=[line.get_color() if s.met else "white" for _, s in points])
     ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
-    ax.set_ylim(min(shown) - 0.15, max(shown) + 0.05)  # room below the lines for the legend
-    # a recording that measured only some targets (a notebook's run, a focused re-measure) says how many, in grey
-    partial = [r.measured < len(r.statuses) for r in recordings]
-    labels = [f"{r.created_utc[5:16].replace('T', ' ')} {r.tree[:7]}" + (f" ({r.measured}/{len(r.statuses)})" if part
-              else "") for r, part in zip(recordings, partial)]
-    ax.set_xticks(range(len(recordings)), labels, rotation=70, fontsize=6, ha="right")
-    for tick, part in zip(ax.get_xticklabels(), partial):
-        if part:
-            tick.set_color("grey")
-    ax.set_ylabel("measured / goal (dashed: the goal; filled: met; grey dates: partial recordings)")
+    ax.set_ylim(min(shown) - 0.05, max(shown) + 0.05)
+    step = max(1, -(-len(recordings) // max_ticks))
+    ticks = list(range(0, len(recordings), step))
+    ax.set_xticks(ticks, [recordings[i].created_utc[:10] for i in ticks], rotation=30, fontsize=8, ha="right")
+    ax.set_xlabel(f"recording, oldest first ({len(recordings)} in all)")
+    ax.set_ylabel("measured / goal")
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncol=4, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     fig.tight_layout()
     return fig

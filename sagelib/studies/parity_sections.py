@@ -12,8 +12,19 @@ from IPython.display import Markdown, display
 from sagelib.measure import parity
 from sagelib.studies import plots
 
-TABLE_COLUMNS = ["label", "seed", "passed", "qk_bit_exact", "v_bit_exact", "to_contract", "kernel_err",
+TABLE_COLUMNS = ["case", "label", "seed", "passed", "qk_bit_exact", "v_bit_exact", "to_contract", "kernel_err",
                  "contract_err", "lse_err"]
+
+
+def case_labels(rows: list[dict]) -> list[str]:
+    """Short chart labels for the sweep's rows, ``"#3 2007x1000"`` (number, query x key tokens); the table beside
+    the chart gives each number's whole configuration."""
+    return [f"#{i} {r['n_q']}x{r['n_kv']}" for i, r in enumerate(rows, 1)]
+
+
+def table_rows(rows: list[dict]) -> list[dict]:
+    """The rows with their chart label's number first (``case``), for :func:`sagelib.studies.plots.table`."""
+    return [{"case": f"#{i}", **r} for i, r in enumerate(rows, 1)]
 
 
 def backend_parity(results, backend: str, key: str, title: str, device: str, n_values, head_dims) -> list[dict]:
@@ -37,9 +48,10 @@ def backend_parity(results, backend: str, key: str, title: str, device: str, n_v
     results.headline(f"{name} largest kernel-vs-contract rel L1", max(r["to_contract"] for r in rows),
                      note=f"tolerance {parity.ATTN_REL_L1}")
     fig = plots.grouped_bars(
-        [r["label"] for r in rows],
-        {"contract (sm90)": [r["contract_err"] for r in rows], title: [r["kernel_err"] for r in rows]},
-        ylabel="relative L1 vs float64", title=f"{title}: error against float64", value_format="%.3f")
+        case_labels(rows),
+        {"contract (sm90)": [r["contract_err"] for r in rows], "kernel": [r["kernel_err"] for r in rows]},
+        ylabel="relative L1 vs float64", title=f"{title}: error against float64 (cases as in the table)",
+        value_format="%.3f")
     results.figure(fig, f"{key}_error_vs_float64")
-    display(plots.table(rows, TABLE_COLUMNS))
+    display(plots.table(table_rows(rows), TABLE_COLUMNS))
     return rows

@@ -23,7 +23,7 @@ def peer_parity_document(device: str, live: bool):
             return peer_parity.run_grid(peer_parity.default_grid(quick=True), configs, progress=lambda _: None), \
                 "measured now (quick grid)"
     document, path = documents.latest(schema=documents.PEER_PARITY.id)
-    return document, (f"RECORDED: `{path.name}`" if path else None)
+    return document, (f"recorded: `{path.name}`" if path else None)
 
 
 def show_peer_parity(results, device: str, live: bool):

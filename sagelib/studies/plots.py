@@ -5,6 +5,27 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+
+from sagelib.errors import InputError
+
+#: the most groups (bars, rows of bars) one chart shows; more are split over charts (:func:`pages`) or aggregated
+MAX_GROUPS = 20
+
+
+def pages(items: Sequence, limit: int = MAX_GROUPS) -> list[list]:
+    """``items`` in consecutive pieces of at most ``limit``, as even as possible (45 -> 15, 15, 15): one chart each."""
+    items = list(items)
+    count = max(1, -(-len(items) // limit))
+    size = -(-len(items) // count) if items else 0
+    return [items[i:i + size] for i in range(0, len(items), size)] if items else []
+
+
+def _check_groups(count: int, chart: str) -> None:
+    """A chart of more than MAX_GROUPS groups is unreadable at a screen's size: refused, with the way out."""
+    if count > MAX_GROUPS:
+        raise InputError(f"plots.{chart}: {count} groups, expected at most {MAX_GROUPS} per chart; split them over "
+                         "charts with plots.pages(...) or show them as a table (plots.table)")
 
 
 def _axes(ax=None, size=(7, 4)):
@@ -61,9 +82,36 @@ def heatmap(matrix, xlabel: str, ylabel: str, title: str = "", ax=None, cmap="vi
     data = matrix.detach().cpu().numpy() if hasattr(matrix, "detach") else matrix
     im = ax.imshow(data, aspect="auto", origin="upper", cmap=cmap)
     fig.colorbar(im, ax=ax, label=colorbar_label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # blocks and heads are counted, not measured
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
+    return fig
+
+
+def pass_fail_grid(grid, rows: Sequence[str], columns: Sequence[str], title: str = "", ax=None):
+    """Cases x checks on a fixed scale: green pass (1), red fail (0), grey not run (NaN), a tick or a cross in each
+    cell and a legend, so an all-pass grid reads as all green rather than as one pale colour-bar extreme."""
+    import math
+
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    fig, ax = _axes(ax, (1.2 + 1.1 * len(columns), 1.2 + 0.32 * len(rows)))
+    data = grid.tolist() if hasattr(grid, "tolist") else [list(r) for r in grid]
+    coded = [[2 if isinstance(v, float) and math.isnan(v) else int(v) for v in r] for r in data]
+    colours = ["#d9534f", "#5cb85c", "#d0d4da"]  # fail, pass, not run
+    ax.imshow(coded, cmap=ListedColormap(colours), vmin=0, vmax=2, aspect="auto")
+    for i, r in enumerate(coded):
+        for j, v in enumerate(r):
+            ax.text(j, i, ("✗", "✓", "")[v], ha="center", va="center", color="white", fontsize=9)
+    ax.set_xticks(range(len(columns)), [c.replace("_", " ") for c in columns], rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_title(title)
+    ax.legend(handles=[Patch(color=colours[1], label="pass"), Patch(color=colours[0], label="fail"),
+                       Patch(color=colours[2], label="not run")],
+              loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return fig
 
 
@@ -90,6 +138,7 @@ def _fmt(value) -> str:
 def stacked_bars(categories: Sequence[str], stacks: Mapping[str, Sequence[float]], ylabel: str, title: str = "",
                  limits: Mapping[str, float] | None = None, ax=None):
     """One bar per category, split into ``stacks`` (label -> value per category); dashed lines for ``limits``."""
+    _check_groups(len(categories), "stacked_bars")
     fig, ax = _axes(ax, (10, 4.5))
     bottom = [0.0] * len(categories)
     palette = plt.get_cmap("tab20").colors if len(stacks) > 10 else [None]  # the default cycle has 10
@@ -112,6 +161,7 @@ def stacked_bars(categories: Sequence[str], stacks: Mapping[str, Sequence[float]
 def grouped_bars(categories: Sequence[str], groups: Mapping[str, Sequence[float]], ylabel: str, title: str = "",
                  ax=None, value_format: str = "%.0f"):
     """Bars side by side: one group per category, one bar per ``groups`` entry."""
+    _check_groups(len(categories), "grouped_bars")
     fig, ax = _axes(ax, (10, 4.5))
     width = 0.8 / max(1, len(groups))
     for i, (label, values) in enumerate(groups.items()):
@@ -139,9 +189,10 @@ def bound_bars(rows: Sequence[Mapping], head_dim: int, conversion: str, title: s
 
 
 def speedup_bars(labels: Sequence[str], series: Mapping[str, Sequence[float]], title: str = "", ax=None,
-                 reference: float = 1.0, xlabel: str = "speed against the baseline of the same call"):
+                 reference: float = 1.0, xlabel: str = "speed / baseline of the same call"):
     """Horizontal bars, one row per label and one bar per ``series`` entry (NaN: no bar), a line at ``reference``."""
-    fig, ax = _axes(ax, (9, 0.3 * len(labels) * max(1, len(series)) ** 0.5 + 1.5))
+    _check_groups(len(labels), "speedup_bars")
+    fig, ax = _axes(ax, (9, min(8.0, 0.3 * len(labels) * max(1, len(series)) ** 0.5 + 1.5)))  # fits a screen
     height = 0.8 / max(1, len(series))
     for i, (name, values) in enumerate(series.items()):
         ys = [j + (i - (len(series) - 1) / 2) * height for j in range(len(labels))]

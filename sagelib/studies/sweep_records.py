@@ -115,6 +115,18 @@ def best_per_experiment(found: list[VariantRatio], shapes: list[str]) -> list[Be
     return best
 
 
+def variant_table(found: list[VariantRatio], shapes: list[str]) -> list[dict]:
+    """Every same-output variant over ``shapes``, in file order: one row per (experiment, variant) with its speedup
+    over the baseline of the same call per shape ("" where it did not run that shape); too many rows for a chart."""
+    by_key: dict[tuple[str, str], dict[str, float]] = {}
+    for r in found:
+        if r.same_output and r.shape in shapes:
+            by_key.setdefault((r.experiment, r.variant), {})[r.shape] = r.speedup
+    return [{"sweep": label(experiment, "").removesuffix(": "), "variant": variant,
+             **{shape: (f"{speedups[shape]:.3f}x" if shape in speedups else "") for shape in shapes}}
+            for (experiment, variant), speedups in by_key.items()]
+
+
 def label(experiment: str, variant: str) -> str:
     """A chart label for one variant: ``"defer-pv: <variant>"`` from the file's experiment name."""
     return f"{experiment.removeprefix('sm90-sweep').strip('-') or 'first sweep'}: {variant}"
