@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sagelib.commands.args import input_file
+from sagelib.commands.args import describe, input_file
 from sagelib.errors import UsageError
 from sagelib.run import notebooks, parameters, runner
 
@@ -23,7 +23,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
         help="execute the notebooks (papermill) and write HTML reports and an index",
-        description=__doc__.split("\n\n")[0],
+        description=describe(__doc__),
     )
     parser.add_argument("--profile", metavar="NAME",
                         help="parameter profile from notebooks/profiles.yaml: tiny, cpu or gpu "
