@@ -19,6 +19,7 @@ from sagelib.errors import EXIT_USAGE, SagelibError, exit_code
 # One module per subcommand, in the order `sagelib --help` lists them.
 COMMAND_MODULES = (
     "sagelib.commands.run",
+    "sagelib.commands.notebooks",
     "sagelib.commands.gpu_run",
     "sagelib.commands.bench",
     "sagelib.commands.targets",
