@@ -98,3 +98,12 @@ def test_make_help_prints_no_make_syntax_and_lab_passes_lab_args(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert f"{venv}/bin/jupyter lab --no-browser --port 8888 --ip 0.0.0.0" in dry.stdout, dry.stdout
     assert not venv.exists()
+
+
+def test_the_readme_python_example_runs_on_a_cpu(capsys):
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    example = next(b for b in blocks if "contract.attention" in b)
+    exec(compile(example.replace("1024", "128"), "README.md", "exec"), {})  # a shorter N, the same calls
+    printed = float(capsys.readouterr().out.split()[-1])
+    assert 0.0 < printed < 0.1, f"the README example's relative L1 is {printed}, not the small error it promises"
