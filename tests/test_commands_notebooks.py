@@ -14,28 +14,6 @@ from sagelib.run import notebooks
 
 NOTEBOOKS = sorted(paths.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.py"))
 
-SMALL = '''\
-# ---
-# jupyter:
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
-# ---
-
-# %% tags=["parameters"]
-output_dir: str = "outputs/interactive/01_small"  # folder
-n: int = 3  # a count (at least 1)
-sweep: list[int] = [1, 2]  # values (at least 1)
-label: str = "a"  # a name
-
-# %%
-from sagelib.records.results import Results
-
-results = Results("01_small", output_dir)
-results.headline("total", n * sum(sweep), note=label)
-results.headline("types", " ".join(type(v).__name__ for v in (n, sweep, label)))
-'''
 
 
 def _export(argv, capsys) -> list[Path]:
@@ -98,30 +76,19 @@ def _papermill(ipynb: Path, out: Path, cwd: Path, *args: str) -> None:
     assert done.returncode == 0, done.stderr[-1500:]
 
 
-def test_papermill_on_the_export_equals_sagelib_run(tmp_path, capsys):
-    folder = tmp_path / "nbs"
-    folder.mkdir()
-    (folder / "01_small.py").write_text(SMALL)
-    (folder / "profiles.yaml").write_text("tiny: {}\n")
-    assert cli.main(["run", "--notebooks", str(folder), "--profile", "tiny", "--out", str(tmp_path / "run"),
-                     "--no-progress", "-p", "n", "4", "-p", "sweep", "[5, 6]", "-p", "label=b"]) == 0
-    (ipynb,) = _export(["--notebooks", str(folder), "--out", str(tmp_path / "export")], capsys)
-    # papermill's own -p reads [5, 6] as text: a list goes in with -y
-    _papermill(ipynb, tmp_path / "pm", tmp_path, "-p", "n", "4", "-p", "label", "b", "-y", "{sweep: [5, 6]}")
-    ours = _headlines(tmp_path / "run" / "01_small")
-    assert ours["total"]["value"] == 44 and ours["types"]["value"] == "int list str"
-    assert _headlines(tmp_path / "pm") == ours
-
-
-@pytest.mark.slow
-def test_papermill_on_the_exported_contract_notebook_equals_sagelib_run(tmp_path, capsys):
-    assert cli.main(["run", "--only", "00", "--profile", "tiny", "--out", str(tmp_path / "run"), "--no-progress",
-                     "-p", "n_tokens", "128", "-p", "seq_sweep", "[64, 128]"]) == 0
+def test_papermill_on_the_exported_contract_notebook_equals_sagelib_run(tiny_run, tmp_path, capsys):
+    """papermill's own command line, the tiny profile's values given as -p (scalars) and -y (lists), against the
+    tiny run of `sagelib run`: the same recorded numbers."""
     (ipynb,) = _export(["--only", "00", "--out", str(tmp_path / "export")], capsys)
-    tiny = {**_tiny("00_contract"), "seq_sweep": [64, 128]}  # what the tiny profile gives, as papermill's -y
-    _papermill(ipynb, tmp_path / "pm", paths.REPO_ROOT, "-y", json.dumps(tiny), "-p", "n_tokens", "128")
-    ours = _headlines(tmp_path / "run" / "00_contract")
-    assert ours and _headlines(tmp_path / "pm") == ours
+    tiny = _tiny("00_contract")
+    scalars = [arg for k, v in tiny.items() if not isinstance(v, list) for arg in ("-p", k, str(v))]
+    lists = {k: v for k, v in tiny.items() if isinstance(v, list)}
+    assert "-p" in scalars and lists
+    _papermill(ipynb, tmp_path / "pm", paths.REPO_ROOT, *scalars, "-y", json.dumps(lists))
+    folder, summary, code, _ = tiny_run["00_contract"]
+    assert code == 0
+    expected = _headlines(folder / "00_contract")
+    assert expected and _headlines(tmp_path / "pm") == expected
 
 
 def _tiny(name: str) -> dict:

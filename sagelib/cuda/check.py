@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sagelib.cuda import toolkit
+from sagelib.cuda import nvcc_cache, toolkit
 from sagelib.cuda.build import ARCH_PRESETS, INCLUDE_DIR, KERNELS_DIR
 from sagelib.cuda.instances import INSTANCES, ONLY_ARCHS, builds
 from sagelib.errors import InputError
@@ -155,10 +155,18 @@ def compile_target(file: str, arch: str, nvcc: str, workdir: Path, options: tupl
     build the launcher makes (instances.VARIANTS) or a macro of an experiment (``-DSM90_ABLATE_CVT=1``)."""
     unit = cubin_path(workdir, file, arch, options).with_suffix(".cu")
     unit.write_text(translation_unit(file))
-    cmd = [nvcc, "-std=c++17", gencode(arch), "-cubin", "-o", str(unit.with_suffix(".cubin")),
-           f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", *options, str(unit)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    log = proc.stdout + proc.stderr
+    flags = ["-std=c++17", gencode(arch), "-cubin", f"-I{INCLUDE_DIR}", f"-I{KERNELS_DIR}", "-Xptxas", "-v", *options]
+    cache = nvcc_cache.folder()
+    build_key = nvcc_cache.key(nvcc, flags, translation_unit(file), KERNELS_DIR) if cache else ""
+    log = nvcc_cache.load(cache, build_key, unit.with_suffix(".cubin")) if cache else None
+    if log is None:
+        proc = subprocess.run([nvcc, *flags, "-o", str(unit.with_suffix(".cubin")), str(unit)],
+                              capture_output=True, text=True)
+        log = proc.stdout + proc.stderr
+        if proc.returncode == 0 and cache:
+            nvcc_cache.store(cache, build_key, unit.with_suffix(".cubin"), log)
+    else:
+        proc = subprocess.CompletedProcess([], 0)
     if proc.returncode != 0:
         errors = [l for l in log.splitlines() if "error" in l.lower()][:8]
         return TargetResult(file, arch, False, error="\n".join(errors) or log[-2000:], options=options)
