@@ -1,10 +1,9 @@
-"""`sagelib notebooks export` and the papermill/Jupyter conventions: the exported .ipynb runs under papermill's own
-command line with -p and gives what `sagelib run` gives with the same values; --help-notebook knows every
-parameter's type; a jupytext round trip (what a JupyterLab save does) leaves the .py files byte for byte."""
+"""`sagelib notebooks export` and the papermill/Jupyter conventions: the exported .ipynb is what papermill reads
+(its --help-notebook knows every parameter's type); a jupytext round trip (what a JupyterLab save does) leaves the
+.py files byte for byte. That papermill running the export gives what `sagelib run` gives is in test_runner.py,
+beside the shared run of the real notebooks."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -62,36 +61,3 @@ def test_a_jupytext_round_trip_leaves_the_file_unchanged(path, tmp_path):
     jupytext_cli([str(copy), "--to", "ipynb", "--quiet"])
     jupytext_cli([str(copy.with_suffix(".ipynb")), "--to", "py:percent", "--quiet"])
     assert copy.read_text(encoding="utf-8") == text
-
-
-def _headlines(folder: Path) -> dict:
-    return json.loads((folder / "results.json").read_text())["headlines"]
-
-
-def _papermill(ipynb: Path, out: Path, cwd: Path, *args: str) -> None:
-    out.mkdir(parents=True)
-    done = subprocess.run([sys.executable, "-m", "papermill", str(ipynb), str(out / "run.ipynb"), "--cwd", str(cwd),
-                           "-p", "output_dir", str(out), "--no-progress-bar", *args],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-1500:]
-
-
-def test_papermill_on_the_exported_contract_notebook_equals_sagelib_run(tiny_run, tmp_path, capsys):
-    """papermill's own command line, the tiny profile's values given as -p (scalars) and -y (lists), against the
-    tiny run of `sagelib run`: the same recorded numbers."""
-    (ipynb,) = _export(["--only", "00", "--out", str(tmp_path / "export")], capsys)
-    tiny = _tiny("00_contract")
-    scalars = [arg for k, v in tiny.items() if not isinstance(v, list) for arg in ("-p", k, str(v))]
-    lists = {k: v for k, v in tiny.items() if isinstance(v, list)}
-    assert "-p" in scalars and lists
-    _papermill(ipynb, tmp_path / "pm", paths.REPO_ROOT, *scalars, "-y", json.dumps(lists))
-    folder, summary, code, _ = tiny_run["00_contract"]
-    assert code == 0
-    expected = _headlines(folder / "00_contract")
-    assert expected and _headlines(tmp_path / "pm") == expected
-
-
-def _tiny(name: str) -> dict:
-    from sagelib.run import parameters
-
-    return parameters.load_profiles(paths.NOTEBOOKS_DIR / parameters.PROFILES_FILE)["tiny"].notebooks[name]
