@@ -1,7 +1,10 @@
 # The two ways in:
 #   make run    execute every notebook (profile that fits this machine) -> outputs/runs/.../index.html
 #   make test   the whole test suite
-# Both create or reuse the virtual environment $(VENV) and install what they need first.
+# and
+#   make lab    JupyterLab on the notebooks (installs the lab extra first)
+#   make clean  remove the environment and caches (keeps outputs/)
+# Each creates or reuses the virtual environment (.venv, or VENV) and installs what it needs first.
 #
 # Variables (override on the command line, e.g. `make run PROFILE=tiny`):
 #   PYTHON      interpreter that creates the venv               (python3)
@@ -12,6 +15,7 @@
 #   PROFILE     parameter profile for `make run`: tiny, cpu, gpu (gpu where torch sees CUDA, else cpu)
 #   RUN_ARGS    more `sagelib run` arguments, e.g. RUN_ARGS="--only 00_contract -p n_tokens=1024"
 #   PYTEST_ARGS more pytest arguments, e.g. PYTEST_ARGS="-m 'not slow' tests/test_runner.py"
+#   LAB_ARGS    more `jupyter lab` arguments, e.g. LAB_ARGS="--no-browser --port 8888 --ip 0.0.0.0" on a remote host
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -20,6 +24,7 @@ TORCH_SPEC ?= torch==2.13.0
 PROFILE ?=
 RUN_ARGS ?=
 PYTEST_ARGS ?=
+LAB_ARGS ?=
 
 BIN := $(VENV)/bin
 # One stamp per torch spec, so changing TORCH_SPEC installs again; the sagelib
@@ -64,7 +69,7 @@ test: $(SAGELIB_STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lab: $(LAB_STAMP)
-	$(BIN)/jupyter lab
+	$(BIN)/jupyter lab $(LAB_ARGS)
 
 # Removes the environment and caches; keeps outputs/ (your runs).
 clean:

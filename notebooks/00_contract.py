@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -32,16 +33,15 @@
 # are there. Everything runs on the CPU reference; no GPU is needed.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/00_contract"
-device = "cpu"
-batch = 1
-heads = 4
-n_tokens = 2048
-head_dim = 128
-seq_sweep = [256, 1024, 4096]
-outlier_strengths = [0, 2, 4, 8, 16]
-accumulation_sweep = [1024, 4096, 16384, 32768]
-
+output_dir: str = "outputs/interactive/00_contract"  # folder for results.json and figures (a run sets it)
+device: str = "cpu"  # where the contract runs (one of cpu, cuda)
+batch: int = 1  # batch size of the studied shape (at least 1)
+heads: int = 4  # attention heads of the studied shape (at least 1)
+n_tokens: int = 2048  # tokens per sequence of the studied shape (at least 1)
+head_dim: int = 128  # head dimension (at least 1)
+seq_sweep: list[int] = [256, 1024, 4096]  # sequence lengths of the error-against-N study (at least 1)
+outlier_strengths: list[float] = [0, 2, 4, 8, 16]  # K outlier strengths of the outlier study (at least 0)
+accumulation_sweep: list[int] = [1024, 4096, 16384, 32768]  # key counts of the accumulation study (at least 1)
 # %%
 import torch
 from IPython.display import Markdown, display

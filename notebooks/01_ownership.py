@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -30,15 +31,14 @@
 # built kernel since is in notebook 02.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/01_ownership"
-batch = 2
-heads = 32
-n_tokens = 16384
-head_dims = [64, 128]
-measure = True
-step_study_tokens = 4096
-step_study_heads = 4
-
+output_dir: str = "outputs/interactive/01_ownership"  # folder for results.json and figures (a run sets it)
+batch: int = 2  # batch size of the modelled problem (at least 1)
+heads: int = 32  # attention heads of the modelled problem (at least 1)
+n_tokens: int = 16384  # tokens per sequence of the modelled problem (at least 1)
+head_dims: list[int] = [64, 128]  # head dimensions modelled (at least 1)
+measure: bool = True  # measure the unit rates and built kernels where a GPU is present
+step_study_tokens: int = 4096  # tokens of the 64-key step's numerics study (at least 1)
+step_study_heads: int = 4  # heads of the 64-key step's numerics study (at least 1)
 # %%
 from IPython.display import Markdown, display
 

@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -23,13 +24,12 @@
 # shown as such; projections are labelled as projections.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/02_experiments"
-batch = 2
-heads = 32
-n_tokens = 16384
-head_dims = [64, 128]
-measure = True
-
+output_dir: str = "outputs/interactive/02_experiments"  # folder for results.json and figures (a run sets it)
+batch: int = 2  # batch size of the modelled problem (at least 1)
+heads: int = 32  # attention heads of the modelled problem (at least 1)
+n_tokens: int = 16384  # tokens per sequence of the modelled problem (at least 1)
+head_dims: list[int] = [64, 128]  # head dimensions studied (at least 1)
+measure: bool = True  # measure live where a GPU is present
 # %%
 from IPython.display import Markdown, display
 

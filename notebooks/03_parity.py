@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -32,13 +33,12 @@
 # contract's own error against float64 and its error maps are still shown.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/03_parity"
-device = "cpu"
-n_values = [1, 17, 1000, 4099]
-head_dims = [64, 128]
-map_tokens = 2048
-map_head_dim = 128
-
+output_dir: str = "outputs/interactive/03_parity"  # folder for results.json and figures (a run sets it)
+device: str = "cpu"  # where the kernels and the contract run (one of cpu, cuda)
+n_values: list[int] = [1, 17, 1000, 4099]  # sequence lengths of the parity sweep (at least 1)
+head_dims: list[int] = [64, 128]  # head dimensions of the parity sweep (at least 1)
+map_tokens: int = 2048  # tokens of the error maps (at least 1)
+map_head_dim: int = 128  # head dimension of the error maps (at least 1)
 # %%
 from IPython.display import Markdown, display
 

@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -27,26 +28,25 @@
 # from `data/results/`, with their date, card and provenance.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/04_performance"
-device = "cuda"
-backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90", "cuda-sm90-k64"]
-head_dims = [64, 128]
-seq_lens = [1024, 2048, 4096, 8192, 16384, 32768]
-tokens = 32768
-heads = 32
-causal_modes = [False, True]
-dtype = "fp16"
-reps = 20
-budget_s = 0.4
-cooldown_s = 0.0  # idle before each timed case; 2 s keeps a case out of the power cap heavy ones leave (seq 104, 182)
-baseline = "sdpa-cudnn"
-quantizer_shapes = ["2:32:16384:128", "32:32:1024:128"]
-short_call_shapes = ["B32 H32 N1024 D128", "B32 H32 N1024 D64"]
-fusion_ceiling_shapes = "32:32:1024:128,2:32:16384:128,2:32:16384:64"
-fusion_ceiling_rounds = 3
-recorded_dir = "data/results"
-save_recording = False
-
+output_dir: str = "outputs/interactive/04_performance"  # folder for results.json and figures (a run sets it)
+device: str = "cuda"  # where the timings run; cpu shows the recorded GPU results (one of cpu, cuda)
+backends: list[str] = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90", "cuda-sm90-k64"]  # backends timed
+head_dims: list[int] = [64, 128]  # head dimensions timed (at least 1)
+seq_lens: list[int] = [1024, 2048, 4096, 8192, 16384, 32768]  # sequence lengths timed (at least 1)
+tokens: int = 32768  # batch times sequence length, fixed across the curve (at least 1)
+heads: int = 32  # attention heads (at least 1)
+causal_modes: list[bool] = [False, True]  # causal masking off, on, or both
+dtype: str = "fp16"  # input dtype (one of fp16, bf16)
+reps: int = 20  # timed repetitions per case (at least 1)
+budget_s: float = 0.4  # seconds a case may take before fewer repetitions are timed (more than 0)
+cooldown_s: float = 0.0  # idle seconds before each timed case, out of the power cap a heavy case leaves (at least 0)
+baseline: str = "sdpa-cudnn"  # the backend the ratios divide by
+quantizer_shapes: list[str] = ["2:32:16384:128", "32:32:1024:128"]  # quantizer bench shapes, B:H:N:D
+short_call_shapes: list[str] = ["B32 H32 N1024 D128", "B32 H32 N1024 D64"]  # short-call breakdown shapes
+fusion_ceiling_shapes: str = "32:32:1024:128,2:32:16384:128,2:32:16384:64"  # fusion ceiling shapes, B:H:N:D,...
+fusion_ceiling_rounds: int = 3  # rotated rounds of the fusion ceilings (at least 1)
+recorded_dir: str = "data/results"  # folder of recorded GPU results
+save_recording: bool = False  # keep this run's bench as a recording in recorded_dir
 # %%
 from pathlib import Path
 

@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -25,17 +26,16 @@
 #   dominant issue stall.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/05_profile"
-device = "cuda"
-backends = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90"]
-shape = "1:32:4096:128"
-causal = False
-mode = "end_to_end"
-launch_count = 8
-ptxas_archs = []
-read_sass = True
-recorded_dir = "data/results"
-
+output_dir: str = "outputs/interactive/05_profile"  # folder for results.json and figures (a run sets it)
+device: str = "cuda"  # where the profiled launches run (one of cpu, cuda)
+backends: list[str] = ["sdpa-flash", "sdpa-cudnn", "sage", "cuda", "cuda-sm90"]  # backends profiled
+shape: str = "1:32:4096:128"  # the profiled problem, B:H:N:D
+causal: bool = False  # causal masking in the profiled problem
+mode: str = "end_to_end"  # the whole call or the attention kernel alone (one of end_to_end, kernel_only)
+launch_count: int = 8  # most launches Nsight Compute profiles (at least 1)
+ptxas_archs: list[str] = []  # architectures of the ptxas table, e.g. sm_90a; empty: every one
+read_sass: bool = True  # count the exp pass's instructions in the SASS (needs nvcc)
+recorded_dir: str = "data/results"  # folder of recorded GPU results
 # %%
 from pathlib import Path
 

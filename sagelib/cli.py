@@ -19,6 +19,7 @@ from sagelib.errors import EXIT_USAGE, SagelibError, exit_code
 # One module per subcommand, in the order `sagelib --help` lists them.
 COMMAND_MODULES = (
     "sagelib.commands.run",
+    "sagelib.commands.notebooks",
     "sagelib.commands.gpu_run",
     "sagelib.commands.bench",
     "sagelib.commands.targets",
@@ -37,13 +38,34 @@ COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sagelib",
-        description="Research workbook for 8-bit attention kernels.",
+        description="A workbook for 8-bit (SageAttention2-style) attention kernels: run the notebooks, time and "
+                    "profile the CUDA kernels, keep the experiment log and the recorded results.",
+        epilog="`sagelib COMMAND --help` explains one command. Exit status: 0 ok, 1 a failed check, "
+               "2 bad input, 3 a tool or GPU this machine lacks.",
     )
     # dest is not "command": `sagelib inventory add --command` fills that one
     subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    describe_subcommands(parser)
     return parser
+
+
+def subcommands(parser: argparse.ArgumentParser):
+    """``(name, help, parser)`` of each subcommand directly under ``parser``; help is None for an unlisted one."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield name, helps.get(name), sub
+
+
+def describe_subcommands(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand below ``parser`` a ``--help`` description: its own, else its one-line help."""
+    for _, line, sub in subcommands(parser):
+        if not sub.description and line:
+            sub.description = line[:1].upper() + line[1:] + "."
+        describe_subcommands(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,3 +36,35 @@ def sagelib_cli(capsys):
         return code, captured.out, captured.err
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """Every real notebook run once with the ``tiny`` profile (CPU), shared by the tests that judge such a run.
+
+    Two notebooks at a time, each its own ``sagelib run --only NAME`` process (the machine has two cores and a
+    notebook spends much of its time in one of them). Returns ``{name: (run folder, run.json summary)}``.
+    """
+    import json
+    import os
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sagelib import paths
+    from sagelib.run import notebooks
+
+    base = tmp_path_factory.mktemp("tiny")
+    names = [p.stem for p in notebooks.discover_notebooks(paths.NOTEBOOKS_DIR)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(paths.REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def one(name):
+        folder = base / name
+        done = subprocess.run([sys.executable, "-m", "sagelib", "run", "--profile", "tiny", "--only", name,
+                               "--out", str(folder), "--no-progress"], cwd=paths.REPO_ROOT, env=env,
+                              capture_output=True, text=True, timeout=1800)
+        summary = json.loads((folder / "run.json").read_text()) if (folder / "run.json").is_file() else None
+        return name, (folder, summary, done.returncode, done.stderr[-2000:])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(pool.map(one, names))

@@ -30,8 +30,11 @@ _SKIPPED_DIRS = {".git", ".venv", "outputs", "build", ".peer", "node_modules", "
 _NOTES_REFERENCE = re.compile(r"(?<![\w./-])notes/")
 
 
+README = REPO / "README.md"
+
+
 def documents() -> list[Path]:
-    return [STATUS, *sorted(DOCS.rglob("*.md"))] if DOCS.is_dir() else [STATUS]
+    return [README, STATUS, *sorted(DOCS.rglob("*.md"))] if DOCS.is_dir() else [README, STATUS]
 
 
 def looks_like_path(span: str) -> bool:
@@ -97,3 +100,18 @@ def test_no_notes_directory_is_referenced():
             if _NOTES_REFERENCE.search(line):
                 found.append(f"{path.relative_to(REPO)}:{number}: {line.strip()[:120]}")
     assert not found, "references to the retired notes/ diaries (point them to docs/design/):\n" + "\n".join(found)
+
+
+#: what a README reader cannot follow: planning references and paths outside the repository
+_INTERNAL = re.compile(r"\bissues?\s+#?\d|\bseq\s+\d|\.\./shared|`shared/|the development machines|wheelhouse carried",
+                       re.I)
+
+
+def test_readme_speaks_to_users_and_links_only_inside_the_repository():
+    text = README.read_text(encoding="utf-8")
+    found = [line.strip()[:100] for line in text.splitlines() if _INTERNAL.search(line)]
+    assert not found, "README lines with planning words or paths outside the repository:\n" + "\n".join(found)
+    for target in re.findall(r"\]\(([^)#]+)", text):  # markdown links: files of the repository only
+        assert "://" not in target and (REPO / target).exists(), f"README links to {target}, not a file here"
+    head = text[:text.index("## Use it")]
+    assert "make run" in head and "make test" in head, "the two commands come first"

@@ -2,12 +2,14 @@
 and end-to-end runs of small notebooks (one fine, one failing) and of the real ones."""
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from sagelib import cli
+from sagelib import cli, paths
 from sagelib.run import execute, notebooks, parameters, runner
 
 OK_NOTEBOOK = '''\
@@ -343,21 +345,53 @@ def test_a_cell_over_the_timeout_fails_its_notebook(tmp_path):
     assert Path(outcome.html).is_file()
 
 
-@pytest.mark.slow
-def test_every_real_notebook_runs_with_the_tiny_profile(tmp_path):
+def test_every_real_notebook_runs_with_the_tiny_profile(tiny_run):
     """The workbook's own notebooks, CPU, tiny parameters: each must finish and leave its report."""
     paths = notebooks.discover_notebooks(notebooks.NOTEBOOKS_DIR)
-    if not paths:
-        pytest.skip(f"no notebooks in {notebooks.NOTEBOOKS_DIR} yet")
-    report = runner.run("tiny", out=tmp_path / "run", progress_bar=False, log=lambda s: None)
-    assert report.failures == []
-    for outcome in report.outcomes:
-        folder = Path(outcome.folder)
-        assert (folder / "results.json").is_file(), f"{outcome.name} wrote no results.json"
-        assert json.loads((folder / "results.json").read_text())["notebook"] == outcome.name
-        page = Path(outcome.html).read_text()
-        assert outcome.html == str(folder / f"{outcome.name}.html") and "<html" in page
-    assert report.index.is_file()
+    assert list(tiny_run) == [p.stem for p in paths]
+    for name, (folder, summary, code, stderr) in tiny_run.items():
+        # exit status 0: the notebook ran to its end (a failed one exits 1, naming its cell)
+        assert code == 0 and summary is not None, f"{name}: `sagelib run --only {name}` exited {code}:\n{stderr}"
+        assert (folder / name / "results.json").is_file(), f"{name} wrote no results.json"
+        assert json.loads((folder / name / "results.json").read_text())["notebook"] == name
+        assert "<html" in (folder / name / f"{name}.html").read_text()
+        assert (folder / "index.html").is_file()
+
+
+def _headlines(folder: Path) -> dict:
+    return json.loads((folder / "results.json").read_text())["headlines"]
+
+
+def _papermill(ipynb: Path, out: Path, cwd: Path, *args: str) -> None:
+    out.mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-m", "papermill", str(ipynb), str(out / "run.ipynb"), "--cwd", str(cwd),
+                           "-p", "output_dir", str(out), "--no-progress-bar", *args],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_papermill_on_the_exported_contract_notebook_equals_sagelib_run(tiny_run, tmp_path, monkeypatch):
+    """papermill's own command line on the file `sagelib notebooks export` writes, the tiny profile's values given
+    as -p (scalars) and -y (lists), against the tiny run of `sagelib run`: the same recorded numbers. (Here, after
+    tests/test_kernels_check.py, the shared tiny run finds every kernel build in the session's nvcc cache.)"""
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("sagelib.commands.notebooks",))
+    assert cli.main(["notebooks", "export", "--only", "00", "--out", str(tmp_path / "export")]) == 0
+    ipynb = tmp_path / "export" / "00_contract.ipynb"
+    tiny = _tiny("00_contract")
+    scalars = [arg for k, v in tiny.items() if not isinstance(v, list) for arg in ("-p", k, str(v))]
+    lists = {k: v for k, v in tiny.items() if isinstance(v, list)}
+    assert "-p" in scalars and lists
+    _papermill(ipynb, tmp_path / "pm", paths.REPO_ROOT, *scalars, "-y", json.dumps(lists))
+    folder, summary, code, _ = tiny_run["00_contract"]
+    assert code == 0
+    expected = _headlines(folder / "00_contract")
+    assert expected and _headlines(tmp_path / "pm") == expected
+
+
+def _tiny(name: str) -> dict:
+    from sagelib.run import parameters
+
+    return parameters.load_profiles(paths.NOTEBOOKS_DIR / parameters.PROFILES_FILE)["tiny"].notebooks[name]
 
 
 def test_kernel_check_flags_a_stray_python3_kernelspec(tmp_path, monkeypatch):

@@ -3,6 +3,7 @@
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -85,3 +86,24 @@ def test_readme_gives_the_two_commands_and_the_gpu_route():
     for needle in ("make run", "make test", "make lab", "TORCH_SPEC", "sagelib run --profile gpu",
                    "scripts/build_wheelhouse.sh", "outputs/runs/", ".[cuda13]"):
         assert needle in readme, f"README does not mention {needle}"
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_help_prints_no_make_syntax_and_lab_passes_lab_args(tmp_path):
+    helped = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "make run" in helped.stdout and "LAB_ARGS" in helped.stdout
+    assert "$(" not in helped.stdout, helped.stdout
+    venv = tmp_path / "venv"  # a dry run (-n) on a venv that does not exist: prints, runs nothing
+    dry = subprocess.run(["make", "-n", "lab", f"VENV={venv}", "LAB_ARGS=--no-browser --port 8888 --ip 0.0.0.0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert f"{venv}/bin/jupyter lab --no-browser --port 8888 --ip 0.0.0.0" in dry.stdout, dry.stdout
+    assert not venv.exists()
+
+
+def test_the_readme_python_example_runs_on_a_cpu(capsys):
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    example = next(b for b in blocks if "contract.attention" in b)
+    exec(compile(example.replace("1024", "128"), "README.md", "exec"), {})  # a shorter N, the same calls
+    printed = float(capsys.readouterr().out.split()[-1])
+    assert 0.0 < printed < 0.1, f"the README example's relative L1 is {printed}, not the small error it promises"

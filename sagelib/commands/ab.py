@@ -19,13 +19,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sagelib.commands.args import describe
 from sagelib.errors import InputError, UsageError
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("ab", help="time versions of source files against each other in rotated order; "
                                               "the working tree is put back",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=describe(__doc__))
     verbs = parser.add_subparsers(dest="ab_verb", metavar="ACTION")
     snap = verbs.add_parser("snapshot", help="make a version folder from the working tree or --rev")
     snap.add_argument("dest", help="the version folder to fill, e.g. build/ab/base")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from sagelib.errors import UsageError
@@ -41,3 +42,14 @@ def output_file(flag: str, name: str) -> Path:
         raise UsageError(f"{flag} {name!r}: cannot write there, {str(folder)!r} is {problem}; "
                          "give a path in a writable folder")
     return path
+
+
+_COMMAND_PREFIX = re.compile(r"^``sagelib [\w -]+``:\s*")
+
+
+def describe(doc: str | None) -> str:
+    """A subcommand's ``--help`` description from its module docstring: the first paragraph, without the
+    ``sagelib NAME``: heading the docstring opens with, and without reST's double backticks."""
+    first = (doc or "").strip().split("\n\n")[0]
+    text = " ".join(_COMMAND_PREFIX.sub("", first).split()).replace("``", "`")
+    return text[:1].upper() + text[1:]

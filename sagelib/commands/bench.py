@@ -22,7 +22,7 @@ from __future__ import annotations
 import shlex
 import sys
 
-from sagelib.commands.args import output_file
+from sagelib.commands.args import describe, output_file
 from sagelib.errors import InputError, KernelUnavailable, UsageError
 from sagelib.measure import distribute
 from sagelib.measure.bench_suites import SUITES
@@ -43,7 +43,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "bench",
         help="time attention backends (CUDA events, rotated inputs) and compare with the peers",
-        description=__doc__.split("\n\n")[0],
+        description=describe(__doc__),
     )
     parser.add_argument("--suite", metavar="NAME",
                         help="a named bench: " + "; ".join(f"{n}: {s.help}" for n, s in SUITES.items()))

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from sagelib.commands.args import describe
 from sagelib.errors import InputError, KernelUnavailable, UsageError
 
 DEFAULT_OUT = "/tmp/sagelib-gpu-run"
@@ -30,7 +31,7 @@ DEFAULT_OUT = "/tmp/sagelib-gpu-run"
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "gpu-run", help="every notebook on a GPU host (gpu profile), packed to carry back; --record keeps a run in "
-                        "data/results", description=__doc__.split("\n\n")[0])
+                        "data/results", description=describe(__doc__))
     parser.add_argument("--out", metavar="DIR", default=DEFAULT_OUT,
                         help=f"folder for run/, run.tgz, run.log and gpu.txt (default {DEFAULT_OUT})")
     parser.add_argument("--wheelhouse", metavar="DIR",

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sagelib.commands.args import file_in_folder, input_file
+from sagelib.commands.args import describe, file_in_folder, input_file
 from sagelib.errors import UsageError
 from sagelib.records import inventory, provenance
 
@@ -32,7 +32,7 @@ def _common(parser) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("inventory", help="the reference inventory: add, verify, block",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=describe(__doc__))
     sub = parser.add_subparsers(dest="inventory_command", metavar="ACTION")
 
     verify = sub.add_parser("verify", help="rehash every artifact; table of ok/changed/missing")

@@ -1,4 +1,5 @@
-"""``sagelib kernels``: look after the CUDA sources in ``kernels/``.
+"""``sagelib kernels``: look after the CUDA sources in ``kernels/`` without a GPU: compile them for every
+architecture, fill the kernel cache, read and hash their machine code.
 
 ``sagelib kernels build`` fills the NVRTC kernel cache ahead of a run.
 ``sagelib kernels sass`` counts the instructions per exp2 of each attention kernel's exp pass
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import json
 
+from sagelib.commands.args import describe
 from sagelib.errors import KernelUnavailable, UsageError
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("kernels", help="the CUDA kernels without a GPU: check (ptxas report), "
-                                   "build (NVRTC cache), sass (the exp pass)")
+                                   "build (NVRTC cache), sass (the exp pass), fingerprint (SASS hashes)",
+                                   description=describe(__doc__))
     sub = parser.add_subparsers(dest="kernels_command", metavar="ACTION")
     check = sub.add_parser("check", help="compile every kernel for every architecture; fail on spills or errors")
     check.add_argument("--kernel", action="append", metavar="FILE.cu", help="only this kernel file (repeatable)")

@@ -22,7 +22,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from sagelib.commands.args import file_in_folder, input_file
+from sagelib.commands.args import describe, file_in_folder, input_file
 from sagelib.errors import UsageError
 from sagelib.records import ledger, log_schema, prior_work, reopening
 
@@ -44,7 +44,7 @@ def _content_flags(parser) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("log", help="the append-only experiment log: append, verify, "
-                                   "show, render, propose", description=__doc__.split("\n\n")[0])
+                                   "show, render, propose", description=describe(__doc__))
     sub = parser.add_subparsers(dest="log_command", metavar="ACTION")
 
     verify = sub.add_parser("verify", help="check the hash chain; exit 1 on any problem")

@@ -19,13 +19,12 @@ Exit status: 0 on success, 1 when the tool ran and found a problem (or could not
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from sagelib.commands.args import output_file
+from sagelib.commands.args import describe, output_file
 from sagelib.errors import KernelUnavailable, UsageError
 
 
@@ -41,7 +40,7 @@ def _target_arguments(parser, required: bool = True) -> None:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("profile", help="ncu counters and stall samples, compute-sanitizer, ptxas figures",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=describe(__doc__))
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
 
     verbs.add_parser("tools", help="which profiling tools are installed").set_defaults(func=cmd_tools)
@@ -93,8 +92,11 @@ def register(subparsers) -> None:
     sm90.add_argument("--stages", type=int, default=None, help="the K/V ring depth (default: the built one)")
     sm90.set_defaults(func=cmd_sm90)
 
-    verbs.add_parser("launch-cases", help=argparse.SUPPRESS).set_defaults(func=cmd_launch_cases)
-    launch = verbs.add_parser("launch", help=argparse.SUPPRESS)  # the program ncu/sanitizer run
+    # The programs the profilers run (not listed: a parser added without help= stays out of the verb list)
+    verbs.add_parser("launch-cases", description="Internal: the program `profile sanitize --cases` runs under "
+                     "compute-sanitizer (every kernel's small cases).").set_defaults(func=cmd_launch_cases)
+    launch = verbs.add_parser("launch", description="Internal: the program `profile ncu`, `stalls` and `sanitize` "
+                              "run under the profiler (one call of a backend after a warm-up).")
     _target_arguments(launch)
     launch.add_argument("--warmup", type=int, default=3)
     launch.set_defaults(func=cmd_launch)

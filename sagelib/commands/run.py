@@ -1,8 +1,9 @@
-"""``sagelib run``: execute the notebooks in batch and write a run folder with an index.
+"""``sagelib run``: execute the notebooks in batch (papermill) and write a run folder of HTML reports with an index.
 
     sagelib run                       # every notebook, the profile that fits this machine
     sagelib run --profile tiny        # small shapes, seconds per notebook
     sagelib run --only 00_contract -p n_tokens=1024
+    sagelib run --only 00 -p n_tokens 1024 -y '{seq_sweep: [256, 1024]}'   # papermill's forms
     sagelib run --list                # notebooks, their parameters and profile values
 
 Exit status: 0 when every notebook ran, 1 when one failed (each named with its
@@ -11,28 +12,47 @@ cell and error), 2 for bad input (nothing runs).
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-from sagelib.commands.args import input_file
+from sagelib.commands.args import describe, input_file
 from sagelib.errors import UsageError
 from sagelib.run import notebooks, parameters, runner
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Shows ``-p NAME VALUE`` (one to two words: NAME=VALUE or NAME VALUE) instead of ``-p NAME [VALUE ...]``."""
+
+    def _format_args(self, action, default_metavar):
+        if action.dest == "params":
+            return "NAME VALUE"
+        return super()._format_args(action, default_metavar)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "run",
+        "run", formatter_class=_Formatter,
         help="execute the notebooks (papermill) and write HTML reports and an index",
-        description=__doc__.split("\n\n")[0],
+        description=describe(__doc__),
     )
     parser.add_argument("--profile", metavar="NAME",
                         help="parameter profile from notebooks/profiles.yaml: tiny, cpu or gpu "
                              "(default: gpu where torch sees CUDA, else cpu)")
     parser.add_argument("--only", metavar="NAME", action="append",
                         help="run only this notebook (00_contract, 00 or contract); repeatable")
-    parser.add_argument("-p", "--param", metavar="NAME=VALUE", action="append", dest="params",
-                        help="override a parameter of the selected notebooks (Python literal, "
-                             "true/false/null, or plain text); repeatable")
+    parser.add_argument("-p", "--param", "--parameters", metavar=("NAME", "VALUE"), nargs="+", action="append",
+                        dest="params",
+                        help="set a parameter of the selected notebooks, as papermill does (-p NAME VALUE) or as "
+                             "-p NAME=VALUE; VALUE is a Python literal ([256, 1024], 1e-3, 'x'), true/false/null, or "
+                             "plain text; checked against the type its notebook declares; repeatable")
+    parser.add_argument("-r", "--parameters_raw", metavar=("NAME", "TEXT"), nargs=2, action="append", default=[],
+                        dest="raw", help="set a text parameter to TEXT as given (papermill's -r); repeatable")
+    parser.add_argument("-y", "--parameters_yaml", metavar="YAML", action="append", default=[], dest="yaml_texts",
+                        help="parameters as a YAML mapping, e.g. -y '{n_tokens: 1024, seq_sweep: [256, 1024]}' "
+                             "(papermill's -y); repeatable")
+    parser.add_argument("-f", "--parameters_file", metavar="FILE", action="append", default=[], dest="files",
+                        help="parameters from a YAML file of name: value lines (papermill's -f); repeatable")
     parser.add_argument("--out", metavar="DIR",
                         help="run folder (default: outputs/runs/<utc-time>-<profile>/)")
     parser.add_argument("--gpus", metavar="N|all",
@@ -72,8 +92,10 @@ def main(args) -> int:
     features.hopper_switched_off()  # a malformed SAGELIB_HOPPER is refused before anything runs
     profile = args.profile or parameters.default_profile()
     try:
+        overrides = parameters.collect_overrides(args.params, raw=args.raw, yaml_texts=args.yaml_texts,
+                                                 files=args.files)
         plan = runner.plan_run(
-            profile, only=args.only, overrides=args.params, out=args.out,
+            profile, only=args.only, overrides=overrides, out=args.out,
             notebooks_dir=notebooks_dir, profiles_path=profiles_path,
         )
     except ValueError as exc:

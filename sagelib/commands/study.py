@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from sagelib.commands.args import describe
 from sagelib.errors import InputError, KernelUnavailable, UsageError
 
 
@@ -26,7 +27,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "study", help="focused GPU studies: the softmax step alone and beside the tensor cores, the N1024 call "
                       "pass by pass, the card's ceilings",
-        description=__doc__.split("\n\n")[0])
+        description=describe(__doc__))
     verbs = parser.add_subparsers(dest="study", metavar="STUDY")
 
     softmax = verbs.add_parser("softmax", help="cycles of the Hopper kernel's softmax step, alone or beside another "
@@ -45,7 +46,7 @@ def register(subparsers) -> None:
     breakdown = verbs.add_parser("quant-breakdown", help="the cuda-sm90 call pass by pass (sm_90, cuDNN) and the "
                                                          "most each fusion of a quantization pass could save")
     breakdown.add_argument("--shapes", default="32:32:1024:128,2:32:16384:128,2:32:16384:64", metavar="B:H:N:D,..",
-                           help="default: the issue's N=1024 shape and the two N=16384 ones")
+                           help="default: B32 N1024 D128, B2 N16384 D128 and B2 N16384 D64")
     breakdown.add_argument("--rounds", type=int, default=5, help="rounds in rotated order (default 5)")
     breakdown.add_argument("--out", metavar="FILE.json", help="write the rows (schema sagelib.quant_breakdown/1)")
     breakdown.set_defaults(func=cmd_quant_breakdown)

@@ -1,6 +1,6 @@
 """``sagelib sweep``: which schedule or ring depth of the Hopper kernel is fastest, kernel-only on one sm_90 GPU.
 
-    sagelib sweep                                   # every schedule and ring depth on the issue's shapes
+    sagelib sweep                                   # every schedule and ring depth on the bench shapes
     sagelib sweep --build-only                      # compile every variant into the kernel cache (no GPU)
     sagelib sweep --variants default,no-pingpong --rounds 5 --out sweep.json
     sagelib sweep --schedule "no pack=-DSM90_ABLATE_PACK=1" --variants "default,no pack" --rounds 5
@@ -18,6 +18,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from sagelib.commands.args import describe
 from sagelib.errors import InputError, KernelUnavailable, UsageError
 
 
@@ -26,13 +27,14 @@ def register(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "sweep", help="time the Hopper kernel's schedule variants and ring depths against its default build",
-        description=__doc__.split("\n\n")[0])
+        description=describe(__doc__))
     parser.add_argument("--build-only", action="store_true",
                         help="compile every variant into the kernel cache and time nothing (no GPU needed)")
     parser.add_argument("--out", metavar="FILE.json", help="write the rows as a sagelib.sweep-sm90/1 document")
     parser.add_argument("--ablate", action="store_true", help="time the leave-one-out builds instead")
     parser.add_argument("--shapes", metavar="B:H:N:D[:causal],..",
-                        help="default: the issue's shapes (sagelib.measure.sm90_schedules.SHAPES)")
+                        help="default: B2 N16384 D128 (causal and not), B2 N16384 D64 and B32 N1024 D128 "
+                             "(sagelib.measure.sm90_schedules.SHAPES)")
     parser.add_argument("--rounds", type=int, default=1,
                         help="time every variant this many times, in rotated order, and report the median "
                              "(the first build timed in a shape can read ~1-3%% slow)")

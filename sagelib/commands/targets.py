@@ -1,4 +1,5 @@
-"""``sagelib targets``: where the open issues' speed targets stand in a recorded bench document.
+"""``sagelib targets``: how close the kernels come to their speed goals (TOPS per shape, a peer's figure, a share of
+the copy bandwidth), read from a recorded bench document.
 
     sagelib targets                      # the newest recording in data/results that measured the targets' cases
     sagelib targets --from bench.json    # a document of `sagelib bench --out`, e.g. --suite default
@@ -6,7 +7,7 @@
     sagelib targets --strict             # exit 1 unless every target is measured and met
     sagelib targets --history            # every recording in data/results, oldest first: how the targets moved
 
-One line per target of issues 4 and 6 (sagelib.measure.targets.TARGETS): the measured figure, the goal
+One line per speed target (sagelib.measure.targets.TARGETS): the measured figure, the goal
 (a peer's figure from the same document where the target names one), met or how far short.
 
 A case the bench read with a wide timing spread (an outlier) can be re-measured at the same tree.
@@ -19,10 +20,13 @@ from __future__ import annotations
 
 import json
 
+from sagelib.commands.args import describe
+
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("targets", help="the issues' speed targets against a recorded bench document",
-                                   description=__doc__.split("\n\n")[0])
+    parser = subparsers.add_parser("targets", help="the kernels' speed goals (TOPS per shape, against cuDNN, quantizer bandwidth) "
+                                   "against a recorded bench",
+                                   description=describe(__doc__))
     parser.add_argument("--from", dest="source", metavar="FILE", default=None,
                         help="a sagelib.measure.bench JSON document (default: the newest suitable one in data/results)")
     parser.add_argument("--with", dest="remeasures", metavar="FILE", action="append", default=[],

@@ -32,7 +32,7 @@ class Suite:
 
 
 SUITES = {
-    "default": Suite("our kernels, quantizers and the peers on the issue's shapes: the bench `sagelib targets` reads"),
+    "default": Suite("our kernels, quantizers and the peers at B2 N16384 D128 and D64 and B32 N1024 D128, both causal modes: the bench `sagelib targets` reads"),
     "quick": Suite("the default suite on two shapes and 10 repetitions", shapes="2:32:16384:128,32:32:1024:128",
                    reps=10),
     "quant": Suite("the copy ceiling and the quantizers' bandwidth alone (sagelib.quantizers/1)", attention=False),

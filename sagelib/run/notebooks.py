@@ -7,12 +7,13 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from sagelib import paths
 from sagelib.errors import InputError
+from sagelib.run.types import Declared, declare
 
 NOTEBOOKS_DIR = paths.NOTEBOOKS_DIR
 
@@ -34,7 +35,8 @@ class Notebook:
     """One notebook of the workbook, read and checked.
 
     ``cells`` keeps each cell's source so a failure can be named by its place in
-    the ``.py`` file; ``parameters`` are the literal defaults of its parameters cell.
+    the ``.py`` file; ``parameters`` are the literal defaults of its parameters cell, ``declared`` what the cell
+    says of each (type annotation, help comment; :mod:`sagelib.run.types`).
     """
 
     name: str
@@ -42,6 +44,7 @@ class Notebook:
     parameters: dict[str, Any]
     parameters_cell: int
     cells: tuple[str, ...]
+    declared: dict[str, Declared] = field(default_factory=dict)
 
 
 def discover_notebooks(notebooks_dir: str | os.PathLike = NOTEBOOKS_DIR) -> list[Path]:
@@ -106,6 +109,23 @@ def parse_parameters_cell(source: str, path: str | os.PathLike) -> dict[str, Any
     return parameters
 
 
+def parse_declarations(source: str, path: str | os.PathLike) -> dict[str, Declared]:
+    """``{name: Declared}`` of a parameters cell that :func:`parse_parameters_cell` accepts: each line's
+    annotation (``name: int = 3``) and trailing ``# help`` comment, as papermill's ``--help-notebook`` reads them."""
+    lines = source.splitlines()
+    declared = {}
+    for statement in ast.parse(source).body:
+        annotated = isinstance(statement, ast.AnnAssign)
+        target = statement.target if annotated else statement.targets[0]
+        last = lines[statement.end_lineno - 1]
+        tail = last[statement.end_col_offset:].strip()
+        help_text = tail[1:] if tail.startswith("#") else ""
+        annotation = ast.get_source_segment(source, statement.annotation) if annotated else None
+        text = " ".join(ast.get_source_segment(source, statement).split())
+        declared[target.id] = declare(target.id, annotation, help_text, text, str(path))
+    return declared
+
+
 def load_notebook(path: str | os.PathLike) -> Notebook:
     """Read and check one notebook: one parameters cell of literals, ``output_dir`` among them."""
     path = Path(path)
@@ -120,7 +140,8 @@ def load_notebook(path: str | os.PathLike) -> Notebook:
             f"{path}: the parameters cell has no {OUTPUT_DIR_PARAMETER}; add  "
             f"{OUTPUT_DIR_PARAMETER} = \"outputs/interactive/{path.stem}\"  (the runner sets it to the run's folder)"
         )
-    return Notebook(path.stem, path, parameters, index, tuple(cell.source for cell in nb.cells))
+    declared = parse_declarations(nb.cells[index].source, path)
+    return Notebook(path.stem, path, parameters, index, tuple(cell.source for cell in nb.cells), declared)
 
 
 def select_notebooks(paths: Sequence[Path], only: Sequence[str] | None) -> list[Path]:
@@ -138,3 +159,17 @@ def select_notebooks(paths: Sequence[Path], only: Sequence[str] | None) -> list[
             raise InputError(f"--only {name!r}: no such notebook; known notebooks: {known}")
         chosen.update(hits)
     return [p for p in paths if p in chosen]
+
+
+def export_notebook(path: str | os.PathLike, folder: str | os.PathLike) -> Path:
+    """Write the notebook at ``path`` as ``folder/NN_name.ipynb`` (no outputs, its ``parameters`` cell tagged),
+    the file ``papermill NN_name.ipynb out.ipynb -p NAME VALUE`` runs as it is; returns the path written."""
+    import nbformat
+
+    notebook = load_notebook(path)  # checked first: one parameters cell of literals
+    nb = read_notebook(notebook.path)
+    nb.metadata.pop("jupytext", None)  # an .ipynb paired with nothing; jupytext would look for the .py beside it
+    target = Path(folder) / f"{notebook.name}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+    return target

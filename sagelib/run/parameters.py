@@ -1,5 +1,6 @@
-"""A run's parameters: the profile that fits this machine, the profiles file, ``-p NAME=VALUE`` overrides,
-and what each notebook receives.
+"""A run's parameters: the profile that fits this machine, the profiles file, the overrides given as papermill
+takes them (``-p NAME VALUE`` or ``-p NAME=VALUE``, ``-r NAME TEXT``, ``-y YAML``, ``-f FILE``), and what each
+notebook receives, checked against the types its parameters cell declares (:mod:`sagelib.run.types`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import yaml
 from sagelib.errors import InputError
 from sagelib.run.execute import DEFAULT_CELL_TIMEOUT_S
 from sagelib.run.notebooks import IDENTIFIER, OUTPUT_DIR_PARAMETER, Notebook
+from sagelib.run.types import check
 
 PROFILES_FILE = "profiles.yaml"
 
@@ -72,9 +74,64 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise InputError(f"-p {text!r}: {exc}") from None
 
 
-def parse_overrides(texts: Sequence[str] | None) -> dict[str, Any]:
+def _checked_name(name: str, given: str) -> str:
+    if not IDENTIFIER.match(name):
+        raise InputError(f"{given}: {name!r} is not a parameter name (a Python identifier), e.g. -p n_tokens 1024")
+    if name == OUTPUT_DIR_PARAMETER:
+        raise InputError(f"{given}: output_dir is set by the runner; use --out DIR to choose the run folder")
+    return name
+
+
+def parse_param(item: str | Sequence[str]) -> tuple[str, Any]:
+    """One ``-p``: ``"NAME=VALUE"`` or ``[NAME=VALUE]`` (sagelib's form) or ``[NAME, VALUE]`` (papermill's)."""
+    if isinstance(item, str):
+        return parse_override(item)
+    if len(item) == 1:
+        return parse_override(item[0])
+    if len(item) != 2:
+        raise InputError(f"-p {' '.join(item)}: expected -p NAME VALUE or -p NAME=VALUE, one parameter per -p")
+    name = _checked_name(item[0], f"-p {item[0]} {item[1]}")
+    try:
+        return name, parse_value(item[1])
+    except ValueError as exc:
+        raise InputError(f"-p {item[0]} {item[1]!r}: {exc}") from None
+
+
+def parse_overrides(texts: Sequence[str | Sequence[str]] | None) -> dict[str, Any]:
     """All ``-p`` values, later ones winning."""
-    return dict(parse_override(t) for t in texts or ())
+    return dict(parse_param(t) for t in texts or ())
+
+
+def _mapping(text: str, given: str) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"{given}: not valid YAML ({str(exc).splitlines()[0]}); write e.g. "
+                         "'{n_tokens: 1024, seq_sweep: [256, 1024]}'") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise InputError(f"{given}: expected a mapping of parameter names to values, got {type(document).__name__}; "
+                         "write e.g. '{n_tokens: 1024}'")
+    return {_checked_name(str(k), given): v for k, v in document.items()}
+
+
+def collect_overrides(params: Sequence[str | Sequence[str]] | None = None, *, raw: Sequence[Sequence[str]] = (),
+                      yaml_texts: Sequence[str] = (), files: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+    """The overrides of papermill's options in papermill's order, later winning: ``-f FILE`` (YAML files), ``-y YAML``
+    (YAML text), ``-p`` (values parsed), ``-r NAME TEXT`` (kept as text)."""
+    values: dict[str, Any] = {}
+    for name in files:
+        path = Path(name)
+        if not path.is_file():
+            raise InputError(f"-f {str(name)!r}: no such file; give a YAML file of parameter names to values")
+        values.update(_mapping(path.read_text(encoding="utf-8"), f"-f {name}"))
+    for text in yaml_texts:
+        values.update(_mapping(text, f"-y {text!r}"))
+    values.update(parse_overrides(params))
+    for name, text in raw:
+        values[_checked_name(name, f"-r {name} {text!r}")] = text
+    return values
 
 
 @dataclass(frozen=True)
@@ -136,9 +193,16 @@ def notebook_parameters(notebook: Notebook, profile: Profile, overrides: dict[st
             f"profile {profile.name!r} sets {', '.join(unknown)} for {notebook.name}, whose parameters cell has "
             f"{', '.join(sorted(notebook.parameters))}; fix the names in {PROFILES_FILE} or add the parameters"
         )
-    chosen = {**values, **{k: v for k, v in overrides.items() if k in notebook.parameters}}
+    where = f"profile {profile.name!r} ({PROFILES_FILE})"
+    chosen = {k: _checked(notebook, k, v, where) for k, v in values.items()}
+    chosen.update({k: _checked(notebook, k, v, "-p") for k, v in overrides.items() if k in notebook.parameters})
     chosen[OUTPUT_DIR_PARAMETER] = str(output_dir)
     return chosen
+
+
+def _checked(notebook: Notebook, name: str, value: Any, source: str) -> Any:
+    declared = notebook.declared.get(name)
+    return check(declared, value, notebook.parameters.get(name), source, notebook.name) if declared else value
 
 
 def check_overrides(overrides: dict[str, Any], notebooks: Sequence[Notebook]) -> None:
