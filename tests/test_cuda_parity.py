@@ -255,6 +255,11 @@ def test_no_hidden_key_contributes_at_any_magnitude(kernel):
     rows = mask_probe.probe(lambda q, k, v: attention(q, k, v, causal=True), n=256, device="cuda")
     bad = [r for r in rows if r.leak != 0.0 or not r.finite]
     assert not bad, bad
+    for dtype, magnitudes in mask_probe.REFUSED.items():  # up to the dtype's limit: refused, never NaN
+        for magnitude in magnitudes:
+            q, k, v = mask_probe.hidden_key_inputs(256, 128, magnitude, dtype, "cuda")
+            with pytest.raises(ValueError, match="scores could reach"):
+                attention(q, k, v, causal=True)
 
 
 @gpu

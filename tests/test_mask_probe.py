@@ -16,9 +16,17 @@ def causal_contract(q, k, v):
 def test_the_contract_never_attends_to_a_hidden_key_up_to_the_dtype_limits():
     rows = mask_probe.probe(causal_contract, n=128)
     assert {r.dtype for r in rows} == {"float16", "bfloat16"}
-    assert max(r.magnitude for r in rows if r.dtype == "float16") == torch.finfo(torch.float16).max
+    assert max(mask_probe.REFUSED[torch.float16]) == torch.finfo(torch.float16).max  # the rest is refused
     bad = [r for r in rows if r.leak != 0.0 or not r.finite]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype", list(mask_probe.REFUSED))
+def test_magnitudes_up_to_the_dtype_limit_beyond_the_score_limit_are_refused(dtype):
+    for magnitude in mask_probe.REFUSED[dtype]:
+        q, k, v = mask_probe.hidden_key_inputs(64, 64, magnitude, dtype)
+        with pytest.raises(ValueError, match="q, k, sm_scale: scores could reach"):
+            causal_contract(q, k, v)
 
 
 def test_the_probe_sees_a_finite_sentinel_that_real_scores_undercut(monkeypatch):

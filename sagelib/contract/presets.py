@@ -18,6 +18,9 @@ MASK_SCORE = float("-inf")
 #: Initial running max of every row: the lowest finite float32, below every real score, so that
 #: exp2(m - m_new) stays finite (1 while a row has seen only hidden keys, 0 once it sees one).
 INITIAL_ROW_MAX = -3.4028234663852886e38
+#: Largest score magnitude (log2 domain) the contract and the kernels accept: beyond it a score's fp32 ulp
+#: passes 64 and the kernels' one-FMA exp2 argument can overflow (validate.check_score_range).
+SCORE_LIMIT = 2.0 ** 30
 #: Largest finite e4m3 value; P and V saturate here.
 E4M3_MAX = 448.0
 #: Tokens per k-step of the fp8 mma (m16n8k32 / wgmma k32); the FP22 emulation truncates after each.

@@ -168,24 +168,23 @@ def _check_shapes(qs, ks, vs, layout: str) -> Shapes:
     return Shapes(batch=qs[0], heads_q=qs[1], heads_kv=ks[1], n_q=qs[2], n_kv=ks[2], head_dim=qs[3])
 
 
-#: Largest finite float32: scores (log2 domain) must stay below it.
-FLOAT32_MAX = 3.4028234663852886e38
-
-
 def check_score_range(q: torch.Tensor, k: torch.Tensor, sm_scale: float) -> None:
-    """Refuse inputs whose scores could overflow float32 (they would give NaN, not attention).
+    """Refuse inputs whose scores could reach ``presets.SCORE_LIMIT`` (2^30) in the log2 domain.
 
-    The bound: max|q| * 2 max|k| (K minus its mean) * head_dim * sm_scale * log2(e). It is reached only by
-    inputs far beyond any model's (|x| ~ 1e17 in bf16, or an extreme sm_scale); a sum over D products of
-    int8 codes times the scales can never exceed it.
+    The bound: max|q| * 2 max|k| (K minus its mean) * head_dim * sm_scale * log2(e). Beyond 2^30 a score's
+    fp32 ulp passes 64, and the kernels' fused exp2 argument (s * mult - m in one FMA, against a rounded row
+    max) can err by half of it: exp2 then overflows and rows turn to NaN. Such inputs are far beyond any
+    model's (|x| about 6e3 at head_dim 64 and 128, whatever the dtype, at the default sm_scale).
     """
     head_dim = q.shape[-1]
-    bound = float(q.abs().amax()) * 2.0 * float(k.abs().amax()) * head_dim * sm_scale * P.LOG2E
-    if not bound <= FLOAT32_MAX:
+    q_max, k_max = float(q.abs().amax()), float(k.abs().amax())
+    bound = q_max * 2.0 * k_max * head_dim * sm_scale * P.LOG2E
+    if not bound <= P.SCORE_LIMIT:
         raise ValueError(
-            f"q, k, sm_scale: scores could reach {bound:.3g} in the log2 domain, beyond float32's "
-            f"{FLOAT32_MAX:.3g} (max|q|={float(q.abs().amax()):.3g}, max|k|={float(k.abs().amax()):.3g}, "
-            f"sm_scale={sm_scale:.3g}); scale q, k or sm_scale down")
+            f"q, k, sm_scale: scores could reach {bound:.3g} in the log2 domain, beyond the {P.SCORE_LIMIT:.3g} the "
+            f"kernels keep exact enough for exp2 (max|q|={q_max:.3g}, max|k|={k_max:.3g}, sm_scale={sm_scale:.3g}); "
+            "scale q, k or sm_scale down (softmax is the same for scores shifted or scaled within the limit), or "
+            "pass check_finite=False to skip this check at your own risk")
 
 
 def pad_head_dim(x: torch.Tensor, width: int) -> torch.Tensor:

@@ -16,9 +16,12 @@ from dataclasses import dataclass
 
 import torch
 
-#: Magnitudes each dtype is probed at: ordinary, past the old -5e6 sentinel, and near the largest the
-#: contract accepts before scores could overflow float32 (bf16 beyond ~1e16 at head_dim 64 is refused).
-MAGNITUDES = {torch.float16: (1.0, 400.0, 1000.0, 65504.0), torch.bfloat16: (1.0, 1000.0, 1e8, 1e15)}
+#: Magnitudes each dtype is probed at: ordinary, past the old -5e6 sentinel, and the largest the score limit
+#: (presets.SCORE_LIMIT) accepts at head_dim 128; beyond it, up to the dtype's own limit, calls are refused
+#: (:data:`REFUSED`).
+MAGNITUDES = {torch.float16: (1.0, 400.0, 1000.0, 5000.0), torch.bfloat16: (1.0, 1000.0, 5000.0)}
+#: Magnitudes that must be refused with the score limit named, up to each dtype's largest finite value.
+REFUSED = {torch.float16: (7000.0, 65504.0), torch.bfloat16: (7000.0, 1e15, 3.0e38)}
 
 
 @dataclass(frozen=True)
