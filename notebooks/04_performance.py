@@ -141,7 +141,7 @@ else:
 if statuses:
     print(target_source)
     print(targets.format_table(statuses))
-    results.add("targets", [{"issue": s.target.issue, "target": s.target.name, "measured": s.measured,
+    results.add("targets", [{"target": s.target.name, "measured": s.measured,
                              "goal": s.goal, "unit": s.unit, "met": s.met, "missing": s.missing, "note": s.note}
                             for s in statuses])
     results.figure(bench_plots.target_bars(statuses, f"Speed targets, {target_source}"), "targets")

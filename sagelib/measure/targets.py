@@ -1,7 +1,7 @@
-"""The open issues' speed targets, read against one recorded bench document.
+"""The speed targets of our kernels, read against one recorded bench document.
 
-Issues 4 and 6 state their speed targets as figures on the H200 (TOPS, a peer in the same run,
-an anchor, a share of the copy bandwidth). :data:`TARGETS` spells each one out once, and
+Each target is a figure on the H200 (TOPS, a peer in the same run, an anchor, a share of the copy
+bandwidth). :data:`TARGETS` spells each one out once, and
 :func:`evaluate` reads them against a document of :mod:`sagelib.measure.bench` (``sagelib bench --out``,
 ``sagelib bench --suite default``): the measured figure, the goal, how far apart, and the peer where the
 target names one. ``sagelib targets`` prints it; notebook 04 draws it. A target whose case the
@@ -24,7 +24,8 @@ from sagelib import inputs
 from sagelib.errors import InputError
 from sagelib.measure import bench
 
-#: SageAttention2's sm90 kernel alone at D128 N16384 (../shared/ANCHORS.md), the issue's kernel-only bar
+#: SageAttention2's sm90 kernel alone at D128 N16384, as published by the anchors of the project's start: the
+#: kernel-only bar
 SAGE2_SM90_KERNEL_ONLY_TOPS = 837.0
 
 
@@ -230,8 +231,8 @@ def distinct(value: float, goal: float | None, percent: bool, min_digits: int = 
 
 
 def format_table(statuses: list[Status]) -> str:
-    """One line per target: issue, name, measured, goal, met or how far short."""
-    lines = [f"{'issue':<6} {'target':<48} {'measured':>10} {'goal':>22}  status"]
+    """One line per target: name, measured, goal, met or how far short."""
+    lines = [f"{'target':<48} {'measured':>10} {'goal':>22}  status"]
     for s in statuses:
         def shown(value, goal=None):
             return "-" if value is None else distinct(value, goal, s.unit == "of copy")
@@ -244,7 +245,7 @@ def format_table(statuses: list[Status]) -> str:
             status = f"missed, {s.shortfall:.0%} short" if s.shortfall >= 0.005 else f"missed, {s.shortfall:.2%} short"
         status += f" ({s.note})" if s.note else ""
         measured = shown(s.measured, s.goal)
-        lines.append(f"{s.target.issue:<6} {s.target.name:<48} {measured:>10} {goal_text:>22}  {status}")
+        lines.append(f"{s.target.name:<48} {measured:>10} {goal_text:>22}  {status}")
     return "\n".join(lines)
 
 
