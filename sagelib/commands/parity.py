@@ -1,4 +1,4 @@
-"""``sagelib parity``: the contract and our kernels against the real SageAttention2 (needs a GPU and the peer).
+"""The contract and our kernels against the real SageAttention2 (needs a GPU and the peer).
 
     sagelib parity --against sage2                     # the full grid, every configuration the GPU runs
     sagelib parity --against sage2 --quick --out F.json

@@ -1,4 +1,4 @@
-"""``sagelib parity-grid``: every parity case of our kernels against the contract, on one GPU or spread over several.
+"""Every parity case of our kernels against the contract, on one GPU or spread over several.
 
     sagelib parity-grid                                  # the cuda kernel on notebook 03's grid
     sagelib parity-grid --backends cuda,cuda-sm90,cuda-sm90-k64 --out parity.json
