@@ -49,6 +49,9 @@ def register(subparsers) -> None:
 
     verify = sub.add_parser("verify", help="check the hash chain; exit 1 on any problem")
     _common(verify)
+    verify.add_argument("--strict", action="store_true",
+                        help="also exit 1 when records follow the last committed version (a forged append with "
+                             "valid hashes cannot be told from a real one until it is committed: review, then commit)")
     verify.set_defaults(func=cmd_verify)
 
     show = sub.add_parser("show", help="list records (one line each, or JSON)")
@@ -179,6 +182,10 @@ def cmd_verify(args) -> int:
         print(f"  warning       {warning}")
     for note in report.notes:
         print(f"  {note}")
+    if args.strict and report.uncommitted:
+        print(f"  strict        {report.uncommitted} record(s) are not committed; review them "
+              "(`git diff -- data/experiment_log.jsonl`) and commit, or remove them with git")
+        return 1
     return 0 if report.ok else 1
 
 

@@ -94,6 +94,7 @@ def check_committed(data: bytes, report: VerifyReport) -> None:
         note = (f"committed version: the log begins with its {len(old)} record(s) committed in {short} "
                 f"({relative}), unchanged")
         if extra > 0:
+            report.uncommitted = extra
             seqs = [s for s in map(_seq, new[len(old):]) if s is not None]
             span = f"seq {seqs[0]}..{seqs[-1]}" if seqs else f"{extra} line(s)"
             note += (f"; {extra} record(s) after it ({span}) are not committed yet: only their chain vouches "

@@ -33,6 +33,8 @@ class VerifyReport:
     warnings: list[str] = field(default_factory=list)
     #: what was checked beyond the chain, in words: the commit the log was compared with, or why it was not
     notes: list[str] = field(default_factory=list)
+    #: records after the last committed version of the log (0 when none, or when git could not be asked)
+    uncommitted: int = 0
 
     @property
     def ok(self) -> bool:
