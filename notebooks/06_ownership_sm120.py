@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -26,14 +27,14 @@
 # measures it; the last section says what would confirm or overturn the recommendation.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/06_ownership_sm120"
-batch = 2
-heads = 32
-n_tokens = 16384
-head_dims = [64, 128]
-ptxas_live = True
-probe_isa = True
-measure = True
+output_dir: str = "outputs/interactive/06_ownership_sm120"  # folder for results.json and figures (a run sets it)
+batch: int = 2  # batch size of the projected shape (at least 1)
+heads: int = 32  # attention heads of the projected shape (at least 1)
+n_tokens: int = 16384  # tokens per sequence of the projected shape (at least 1)
+head_dims: list[int] = [64, 128]  # head dimensions to project (at least 1)
+ptxas_live: bool = True  # compile the candidates for sm_121a with nvcc now (else the recorded ptxas figures)
+probe_isa: bool = True  # compile tiny probes to see which instructions sm_121a accepts
+measure: bool = True  # run the microbenchmarks of the units this GPU has
 
 # %%
 from IPython.display import Markdown, display

@@ -1,6 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version,-jupytext.text_representation.format_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
@@ -32,22 +33,22 @@
 # pass it on), the logits, and the forward-pass time, eager and compiled.
 
 # %% tags=["parameters"]
-output_dir = "outputs/interactive/07_in_a_model"
-device = "cuda"
-dtype = "fp16"
-layers = 8
-d_model = 2048
-heads = 16
-kv_heads = 4
-ffn = 5632
-vocab = 32000
-batch = 4
-seq_len = 2048
-seed = 0
-backend = "auto"
-compiled = True
-reps = 10
-host_overhead = True
+output_dir: str = "outputs/interactive/07_in_a_model"  # folder for results.json and figures (a run sets it)
+device: str = "cuda"  # where the model runs (one of cpu, cuda)
+dtype: str = "fp16"  # activation dtype (one of fp16, bf16)
+layers: int = 8  # decoder layers (at least 1)
+d_model: int = 2048  # model width (at least 1)
+heads: int = 16  # query heads (at least 1)
+kv_heads: int = 4  # key/value heads, dividing heads (at least 1)
+ffn: int = 5632  # feed-forward width (at least 1)
+vocab: int = 32000  # vocabulary size (at least 1)
+batch: int = 4  # sequences per forward pass (at least 1)
+seq_len: int = 2048  # tokens per sequence (at least 1)
+seed: int = 0  # seed of the random weights and tokens (at least 0)
+backend: str = "auto"  # our backend for the attention (a sagelib backend name, or auto)
+compiled: bool = True  # also time the model under torch.compile
+reps: int = 10  # timed forward passes per variant (at least 1)
+host_overhead: bool = True  # also measure the host time per attention call (CUDA only)
 
 # %%
 import torch

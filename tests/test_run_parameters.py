@@ -70,8 +70,8 @@ def test_values_are_checked_against_declared_types_before_any_notebook_runs(work
     chosen = parameters.notebook_parameters(plan.notebooks[0], plan.profile, plan.overrides, tmp_path)
     assert chosen["sweep"] == [4, 8] and chosen["n_tokens"] == 32  # a tuple taken as a list; the profile's value
     with pytest.raises(InputError, match=r"profile 'bad' \(profiles.yaml\): 01_typed's parameter sweep is a list"):
-        runner.plan_run("bad", notebooks_dir=workbook, out=tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+        runner.plan_run("bad", notebooks_dir=workbook, out=tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()  # a refused run leaves no folder behind
 
 
 @pytest.fixture
