@@ -44,6 +44,8 @@ def tiny_run(tmp_path_factory):
 
     Two notebooks at a time, each its own ``sagelib run --only NAME`` process (the machine has two cores and a
     notebook spends much of its time in one of them). Returns ``{name: (run folder, run.json summary)}``.
+    The run has the Hopper paths switched off (SAGELIB_HOPPER=off): on a CPU nothing else changes (no GPU path
+    runs either way), and one run then also serves the test that every notebook copes with the setting.
     """
     import json
     import os
@@ -56,7 +58,8 @@ def tiny_run(tmp_path_factory):
 
     base = tmp_path_factory.mktemp("tiny")
     names = [p.stem for p in notebooks.discover_notebooks(paths.NOTEBOOKS_DIR)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(paths.REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(paths.REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+           "SAGELIB_HOPPER": "off"}
 
     def one(name):
         folder = base / name

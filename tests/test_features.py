@@ -104,30 +104,19 @@ def test_a_malformed_setting_is_refused_before_a_run(monkeypatch, tmp_path, caps
     assert "SAGELIB_HOPPER: expected one of" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-def test_every_notebook_runs_with_the_hopper_paths_off(monkeypatch, tmp_path):
-    """The tiny profile with SAGELIB_HOPPER=off: every notebook finishes, and the run says the paths were off."""
+def test_every_notebook_runs_with_the_hopper_paths_off(tiny_run):
+    """The shared tiny run has SAGELIB_HOPPER=off (tests/conftest.py): every notebook finishes, and the run says the
+    paths were off."""
     import json
-    from pathlib import Path
 
-    import yaml
-
-    from sagelib.run import notebooks, runner
-
-    # the tiny profile with a longer per-cell limit: notebook 05's ptxas table compiles with nvcc, slow on a busy CPU
-    profiles = yaml.safe_load((notebooks.NOTEBOOKS_DIR / "profiles.yaml").read_text())
-    profiles["tiny"]["cell_timeout_s"] = 900
-    (tmp_path / "profiles.yaml").write_text(yaml.safe_dump(profiles))
-    monkeypatch.setenv(features.HOPPER_SETTING, "off")
-    report = runner.run("tiny", out=tmp_path / "run", progress_bar=False, log=lambda s: None,
-                        profiles_path=tmp_path / "profiles.yaml")
-    assert report.failures == []
-    assert any("SAGELIB_HOPPER=off" in w for w in report.warnings)
-    environment = json.loads((Path(report.folder) / "environment.json").read_text())
-    assert environment["hopper_paths"] == "off (SAGELIB_HOPPER=off)"
-    assert "SAGELIB_HOPPER=off" in report.index.read_text()
+    for name, (folder, summary, code, stderr) in tiny_run.items():
+        assert code == 0, f"{name} failed with the Hopper paths off:\n{stderr}"
+        environment = json.loads((folder / "environment.json").read_text())
+        assert environment["hopper_paths"] == "off (SAGELIB_HOPPER=off)"
+        assert "SAGELIB_HOPPER=off" in (folder / "index.html").read_text()
     # notebook 02 asks for its live wgmma study (measure is on in the tiny profile) and says why it did not run
-    experiments = json.loads((Path(report.folder) / "02_experiments" / "results.json").read_text())
+    folder = tiny_run["02_experiments"][0]
+    experiments = json.loads((folder / "02_experiments" / "results.json").read_text())
     assert "SAGELIB_HOPPER=off" in experiments["values"]["softmax beside tensor work not measured because"]
 
 
