@@ -17,6 +17,7 @@ the grid on a GPU where the peer is built and records the document (:data:`SCHEM
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import asdict, dataclass
 
 import torch
@@ -92,9 +93,7 @@ def qk_stage(q, k, case: PeerCase, config: sage2.PeerConfig) -> dict:
     """The peer's Q/K quantizer (HND, its K mean, its block sizes) against the contract's."""
     from sagelib.contract import presets as P
 
-    sage2.package()
-    import importlib
-
+    sage2.package()  # puts the peer build on the path
     g = P.PRESETS[config.preset]
     qh, kh = _hnd(q, case.layout).contiguous(), _hnd(k, case.layout).contiguous()
     width = P.padded_head_dim(case.head_dim)
@@ -137,7 +136,8 @@ def v_stage(v, case: PeerCase, config: sage2.PeerConfig) -> dict:
     """The peer's V quantizer against the contract's bytes, and against two other multiplier forms."""
     from sagelib.contract import presets as P
 
-    quant = __import__("sageattention.quant", fromlist=["per_channel_fp8"]).per_channel_fp8
+    sage2.package()
+    quant = importlib.import_module("sageattention.quant").per_channel_fp8
     vh = _hnd(v, case.layout).contiguous()
     width = P.padded_head_dim(case.head_dim)
     vp = torch.nn.functional.pad(vh, (0, width - case.head_dim))
