@@ -29,21 +29,17 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from sagelib import backends
     from sagelib.backends import sage2
     from sagelib.errors import InputError, KernelUnavailable
-    from sagelib.measure import peer_parity
+    from sagelib.measure import peer_parity, recordings
     from sagelib.records import documents
 
     unknown = [c for c in args.config if c not in sage2.CONFIGS]
     if unknown:
         raise InputError(f"--config: expected some of {', '.join(sage2.CONFIGS)}, got {', '.join(unknown)}")
-    wanted = args.config or list(sage2.CONFIGS)
-    reasons = {name: backends.get(name, require_available=False).unavailable_reason() for name in wanted}
-    configs = [name for name in wanted if reasons[name] is None]
-    for name in wanted:
-        if reasons[name]:
-            print(f"skipped {name}: {reasons[name]}")
+    configs, skipped = recordings.usable_backends(args.config or list(sage2.CONFIGS))
+    for name, reason in skipped.items():
+        print(f"skipped {name}: {reason}")
     if not configs:
         raise KernelUnavailable("no SageAttention2 configuration runs on this machine (the reasons are above)")
     document = peer_parity.run_grid(peer_parity.default_grid(args.quick), configs, seed=args.seed)

@@ -25,9 +25,10 @@ import torch
 from sagelib import contract
 from sagelib.backends import sage2
 from sagelib.backends.kernels.operands import device_target
-from sagelib.contract.fp8 import token_permutation
+from sagelib.contract.fp8 import round_e4m3, token_permutation
+from sagelib.contract.quantize import constant_over
 from sagelib.measure import mask_probe
-from sagelib.measure.parity import DTYPES, relative_l1
+from sagelib.measure.parity import DTYPES, random_qkv, relative_l1
 from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 
@@ -72,17 +73,9 @@ def default_grid(quick: bool = False) -> list[PeerCase]:
 
 
 def make_inputs(case: PeerCase, seed: int, device="cuda"):
-    g = torch.Generator(device=device).manual_seed(seed)
-    dtype = DTYPES[case.dtype]
-
-    def draw(heads, n, bias=0.0):
-        x = torch.randn(1, heads, n, case.head_dim, generator=g, device=device)
-        if bias:
-            x = x + bias * torch.randn(1, 1, 1, case.head_dim, generator=g, device=device)
-        x = x.to(dtype)
-        return x if case.layout == "HND" else x.transpose(1, 2).contiguous()
-
-    return draw(case.heads_q, case.n_q), draw(case.heads_kv, case.n_kv, case.k_bias), draw(case.heads_kv, case.n_kv)
+    """The case's q, k, v: the parity sweep's inputs (:func:`sagelib.measure.parity.random_qkv`), batch 1."""
+    return random_qkv(1, case.heads_q, case.heads_kv, case.n_q, case.n_kv, case.head_dim, DTYPES[case.dtype],
+                      case.layout, seed, case.k_bias, device)
 
 
 def _hnd(x, layout):
@@ -149,12 +142,8 @@ def v_stage(v, case: PeerCase, config: sage2.PeerConfig) -> dict:
     ours_form = ref.tokens_hnd()
     v32 = vh.float()
     amax = v32.abs().amax(dim=2, keepdim=True).clamp(min=P.V_AMAX_FLOOR)
-
-    def e4m3(x):
-        return x.clamp(-P.E4M3_MAX, P.E4M3_MAX).to(torch.float8_e4m3fn).float()
-
-    divided = e4m3(v32 * (torch.full_like(amax, scale_max) / amax))
-    fast = e4m3(v32 * _fast_math_multiplier(amax, scale_max))
+    divided = round_e4m3(v32 * constant_over(scale_max, amax))  # the correctly rounded division
+    fast = round_e4m3(v32 * _fast_math_multiplier(amax, scale_max))
     return {"v_bytes": int(theirs.numel()), "v_bytes_differ": int((theirs != ours_form).sum()),
             "v_bytes_differ_division": int((theirs != divided).sum()),
             "v_bytes_differ_fast_math": int((theirs != fast).sum()),

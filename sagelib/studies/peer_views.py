@@ -14,11 +14,10 @@ def peer_parity_document(device: str, live: bool):
     """(document, where): a quick live grid when ``live`` and a peer configuration runs on ``device``, else
     the newest recorded ``sagelib.peer-parity/1`` document (None when there is none)."""
     if live and str(device).startswith("cuda"):
-        from sagelib import backends
         from sagelib.backends import sage2
-        from sagelib.measure import peer_parity
+        from sagelib.measure import peer_parity, recordings
 
-        configs = [n for n in sage2.CONFIGS if backends.get(n, require_available=False).unavailable_reason() is None]
+        configs, _ = recordings.usable_backends(list(sage2.CONFIGS))
         if configs:
             return peer_parity.run_grid(peer_parity.default_grid(quick=True), configs, progress=lambda _: None), \
                 "measured now (quick grid)"
