@@ -11,7 +11,9 @@ Calls that :func:`sagelib.attention` cannot take (a mask, dropout, fp32 without 
 GPU kernels) go to PyTorch's own SDPA with ``fallback=True`` (the default) and raise with ``fallback=False``.
 Only code that looks the function up through the module at call time is routed (``F.scaled_dot_product_attention``
 or ``torch.nn.functional.scaled_dot_product_attention``); a model that imported the function by name before the
-block keeps PyTorch's. Compiled code (``torch.compile``) sees the routing that was in place when it was traced.
+block keeps PyTorch's. Compiled code (``torch.compile``) sees the routing that was in place when it was traced,
+and its calls are not counted: a count that traced code incremented would be a guard that fails on every call
+(a recompilation per call, and ``fullgraph=True`` stops after eight).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+import torch
 import torch.nn.functional as F
 
 from sagelib.errors import InputError
@@ -51,14 +54,17 @@ def sdpa_routed(backend: str = "auto", *, fallback: bool = True, cast=None):
     def routed(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
         reason = unsupported_reason(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                                     backend=backend, cast=cast)
+        counting = not torch.compiler.is_compiling()
         if reason is None:
-            stats.routed += 1
+            if counting:
+                stats.routed += 1
             return attention(query, key, value, None, 0.0, is_causal, scale, enable_gqa, backend=backend,
                              cast=cast)
         if not fallback:
             raise InputError(f"sdpa_routed(fallback=False): {reason}")
-        stats.fallback += 1
-        stats.reasons[reason] = stats.reasons.get(reason, 0) + 1
+        if counting:
+            stats.fallback += 1
+            stats.reasons[reason] = stats.reasons.get(reason, 0) + 1
         return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
                         scale=scale, enable_gqa=enable_gqa)
 
