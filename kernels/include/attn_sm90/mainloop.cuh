@@ -156,9 +156,9 @@ SAGE_DEVICE void block_softmax(const BlockContext<D, STAGES, Smem> &c, int j, fl
   const float mult = c.q_mult * k_mult;
   const BlockMask mask{j * 2 * S_REGS, c.warp_row0, c.lane, c.n_kv, c.shift, c.causal};
   if (j >= c.full_blocks) {
-    sm90_online_softmax<true, sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
+    sm90_online_softmax<true>(s, mask, mult, m, l, alpha, p);
   } else {
-    sm90_online_softmax<false, sm90_cvt_fold(D)>(s, mask, mult, m, l, alpha, p);
+    sm90_online_softmax<false>(s, mask, mult, m, l, alpha, p);
   }
 }
 

@@ -25,14 +25,6 @@
 #include "geometry.cuh"
 
 
-// The conversion folded into the FMA: no conversion instruction per score. The integer add puts
-// the score in the mantissa of 1.5 * 2^23 (exactly, |S| < 2^22), and the FMA's subtrahend takes
-// the bias away with the running max: x = (1.5 * 2^23 + S) * mult - (1.5 * 2^23 * mult + m). The
-// one rounding of that per-row constant shifts a row's block of exp2 arguments by at most
-// 0.75 * mult, under one unit of S_int and the same for every score of the row in the block.
-// Folded at head_dim 64 only: at 128 the fold is slower than the I2FP conversion.
-SAGE_DEVICE constexpr bool sm90_cvt_fold(int head_dim) { return head_dim == 64; }
-
 SAGE_DEVICE int sm90_s_row(int lane, int i) { return lane / 4 + 8 * ((i / 2) % 2); }  // + 16 * warp
 SAGE_DEVICE int sm90_s_key(int lane, int i) { return 8 * (i / 4) + 2 * (lane % 4) + i % 2; }
 
@@ -90,7 +82,7 @@ SAGE_DEVICE void sm90_softmax_max(const i32 (&s)[S_REGS], const BlockMask &mask,
   }
 }
 
-template <bool MASKED, bool CVT_FOLD, int S_REGS>
+template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, const float (&m)[2],
                                   float (&sum)[2], u32 (&p)[S_REGS / 16][4]) {
 #pragma unroll
@@ -98,13 +90,12 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // row half
       float pv[4];
-      const float biased_m = CVT_FOLD ? fmaf(SAGE_I2F_BIAS_F, mult, m[h]) : m[h];
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const int i = 4 * (2 * c + b / 2) + 2 * h + b % 2;
         const float score = SM90_ABLATE_CVT ? __int_as_float(s[i])
-                            : CVT_FOLD ? __int_as_float(s[i] + SAGE_I2F_BIAS) : __int2float_rn(s[i]);
-        float x = fmaf(score, mult, -biased_m);
+                            : __int2float_rn(s[i]);  // exact (|S| < 2^22): the contract's score
+        float x = fmaf(score, mult, -m[h]);
         if (MASKED && mask.hides(i)) x = SAGE_NEG_INF;
         pv[b] = SM90_ABLATE_EXP2 ? fmaf(x, 1e-3f, 1.0f) : fast_exp2(x);
         sum[h] += pv[b];
@@ -114,14 +105,13 @@ SAGE_DEVICE void sm90_softmax_exp(const i32 (&s)[S_REGS], const BlockMask &mask,
     }
 }
 
-// The block's softmax step: l = l * alpha + the block's row sums. CVT_FOLD: the conversion folded
-// into the FMA (sm90_cvt_fold).
-template <bool MASKED, bool CVT_FOLD = false, int S_REGS>
+// The block's softmax step: l = l * alpha + the block's row sums.
+template <bool MASKED, int S_REGS>
 SAGE_DEVICE void sm90_online_softmax(const i32 (&s)[S_REGS], const BlockMask &mask, float mult, float (&m)[2],
                                      float (&l)[2], float (&alpha)[2], u32 (&p)[S_REGS / 16][4]) {
   sm90_softmax_max<MASKED>(s, mask, mult, m, alpha);
   float sum[2] = {0.0f, 0.0f};
-  sm90_softmax_exp<MASKED, CVT_FOLD>(s, mask, mult, m, sum, p);
+  sm90_softmax_exp<MASKED>(s, mask, mult, m, sum, p);
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = fmaf(l[h], alpha[h], sum[h]);
 }
