@@ -49,6 +49,7 @@ from sagelib.records import documents
 from sagelib.records.results import Results
 from sagelib.studies import (
     contract_sweeps,
+    fp16_inner,
     kernel_records,
     ownership,
     plots,
@@ -267,6 +268,29 @@ results.headline("64-key / 128-key step error, worst case",
 plots.table(step_rows)
 
 # %% [markdown]
+# ## An fp16 inner accumulator at D=128 (issue 37, projection before it is built)
+# At D=128 O (fp32), the fp32 inner P.V accumulator and the scores take 192 of the SM's 256 KB of
+# registers, so a second score buffer does not fit. The contract's `fp32+fp16` mode halves the inner
+# accumulator; on the sm90 preset it is joined into O every 64 keys, two fp16 partials per 128-key block
+# (NUMERICAL_CONTRACT.md, stage 6), so one fp16 accumulator serves a block only with a join between the
+# halves of P.V (two partials in flight would take fp32's registers). The table is the same per-thread
+# arithmetic as above (row state and addresses estimated at 30 registers); below it, what the mode costs
+# against float64 on the CPU, beside the sm90 default and SageAttention2's sm89-family `fp32+fp16`.
+
+# %%
+budget_rows = fp16_inner.register_budget(128)
+results.add("fp16 inner accumulator, register budget at D=128 (projection)", budget_rows)
+display(plots.table(budget_rows))
+fp16_rows = [row for d in head_dims for row in contract_sweeps.fp16_inner_errors(
+    ["gaussian", "k_outliers", "heavy_tails"],
+    data.Shape(batch=1, heads=step_study_heads, tokens=step_study_tokens, head_dim=d))]
+results.add("fp16 inner accumulator, error against float64", fp16_rows)
+results.headline("sm90 fp32+fp16 / fp32+fp32 error, worst case",
+                 max(r["sm90 fp32+fp16"] / r["sm90 fp32+fp32"] for r in fp16_rows),
+                 note=f"contract against float64, computed now ({step_study_tokens} tokens); the bar is 1.10")
+plots.table(fp16_rows)
+
+# %% [markdown]
 # ## Reading: the structure to build on
 # * The portable 4-warp kernel cannot hold two-level accumulation, Q fragments and a
 #   64-key S tile in 255 registers at D=128: the spills the research log fought are
@@ -294,6 +318,9 @@ plots.table(step_rows)
 #   percent at D=64: more warps do not pay if each takes twice the steps. At D=64 three consumers
 #   fit on the preset's own 128-key step (`three_consumer_preset`), and that paid: 1.14-1.23x at N
 #   of 4096 and more, 1.04x at N=1024, the same bits. At D=128 nothing fits a third consumer.
+# * An fp16 inner accumulator (issue 37, projection above) frees 32 registers a thread at D=128 (190 of
+#   240 with one score buffer), but two full score buffers still need 254 by this model's estimate of row
+#   state and addresses: 14 short. A second buffer of 64 keys (the next block's first half) fits at 222.
 # * What the built kernel was tried against since (schedules, role splits, the softmax beside the
 #   tensor cores, the power cap, the tile scheduler) and which closed experiments it may reopen:
 #   notebook 02.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 
 from sagelib.contract import presets as P
@@ -23,7 +24,9 @@ class Exact:
 
     qk_int8: bool = False  #: Q and K unquantized (float64 scores) instead of INT8
     p_fp8: bool = False  #: P kept unrounded instead of e4m3
-    v_fp8: bool = False  #: V kept unquantized instead of e4m3 with a channel scale
+    #: V kept unquantized instead of e4m3 with a channel scale (with an fp16 inner accumulator still scaled
+    #: to +-2.25 per channel, unrounded, so the fp16 partials see the magnitudes they see in a kernel)
+    v_fp8: bool = False
     pv_accum: bool = False  #: exact P.V accumulation instead of FP22 / fp16 inner accumulators
     float64_state: bool = False  #: scores, softmax state and O in float64 instead of fp32
     output_rounding: bool = False  #: return float64 instead of rounding to the input dtype
@@ -76,6 +79,10 @@ class ContractConfig:
     #: Keys per online-softmax step and inner-accumulator span; None = the preset's cta_k. For
     #: studies of other kernel structures (notebook 01); no kernel of ours takes it.
     cta_k: int | None = None
+    #: fp32+fp16 only: keys one fp16 inner partial spans before it joins O (a whole number of k32 steps);
+    #: None = the preset's block, in partials of at most FP16_PARTIAL_KEYS (64). Spans that can overflow
+    #: fp16 are refused.
+    fp16_partial_keys: int | None = None
     exact: Exact = field(default_factory=Exact)
     check_finite: bool = True
 
@@ -85,6 +92,7 @@ class ContractConfig:
         check_sm_scale(self.sm_scale)
         check_number("fp8_offset", self.fp8_offset)
         check_integer("cta_k", self.cta_k, allow_none=True)
+        check_integer("fp16_partial_keys", self.fp16_partial_keys, allow_none=True)
         _check_choice("preset", self.preset, tuple(P.PRESETS))
         _check_choice("granularity", self.granularity, P.GRANULARITIES)
         if self.flavour is not None:
@@ -107,11 +115,42 @@ class ContractConfig:
                              f"multiple of 16 keys, got {self.cta_k!r}")
         if not isinstance(self.exact, Exact):
             raise ValueError(f"exact: expected a sagelib.contract.Exact, got {type(self.exact).__name__}")
+        self._check_fp16_partial()
+
+    def _check_fp16_partial(self) -> None:
+        """Refuse an fp16 inner partial whose worst case (every P and V at its largest) overflows fp16."""
+        keys = self.fp16_partial_keys
+        if keys is not None and self.pv_accum != "fp32+fp16":
+            raise ValueError(f"fp16_partial_keys: only defined for pv_accum='fp32+fp16', got pv_accum="
+                             f"{self.pv_accum!r}; leave it None")
+        if keys is not None and not (keys >= P.MMA_K_FP8 and keys % P.MMA_K_FP8 == 0):
+            raise ValueError(f"fp16_partial_keys: expected None or a positive multiple of {P.MMA_K_FP8} keys "
+                             f"(whole k32 steps of the fp8 MMA), got {keys!r}")
+        if self.pv_accum != "fp32+fp16" or self.exact.pv_accum:
+            return
+        p_max = 2.0 ** self.fp8_offset if self.exact.p_fp8 else P.E4M3_MAX
+        span = self.fp16_partial
+        worst = P.fp16_partial_worst_case(span, p_max)
+        if worst > P.FP16_MAX:
+            p_text = f"2^{self.fp8_offset:g} (exact P)" if self.exact.p_fp8 else f"{P.E4M3_MAX:g}"
+            limit = P.fp16_partial_limit(p_max)
+            fix = (f"use at most {limit} keys (None picks {P.FP16_PARTIAL_KEYS})" if limit else
+                   f"lower fp8_offset to at most {math.log2(P.E4M3_MAX):.3f}")
+            raise ValueError(
+                f"fp16_partial_keys: an fp16 inner partial of {span} keys can reach {p_text} x "
+                f"{P.V_SCALE_MAX['fp32+fp16']:g} x {span} = {worst:.0f}, past fp16's {P.FP16_MAX:g}; "
+                f"{fix}, or use pv_accum='fp32+fp32'")
 
     @property
     def geometry(self) -> P.Preset:
         preset = P.PRESETS[self.preset]
         return preset if self.cta_k is None else replace(preset, cta_k=self.cta_k)
+
+    @property
+    def fp16_partial(self) -> int:
+        """Keys one fp16 inner partial spans (fp32+fp16): ``fp16_partial_keys`` or FP16_PARTIAL_KEYS,
+        never more than the traversal block (a partial never crosses a block: O is rescaled between)."""
+        return min(self.geometry.cta_k, self.fp16_partial_keys or P.FP16_PARTIAL_KEYS)
 
     @property
     def accumulator(self) -> str:

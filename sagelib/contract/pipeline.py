@@ -137,6 +137,10 @@ def _operands(q, k, v, config: ContractConfig, shapes: Shapes, sm_scale: float, 
         score_scale = (q_rows * torch.tensor(folded, dtype=torch.float32).to(cdtype)).unsqueeze(-1)
         k_cols = k_cols[:, heads].unsqueeze(2)
     k_op = k_op[:, heads]
+    if exact.v_fp8 and config.pv_accum == "fp32+fp16" and not exact.pv_accum:
+        # V unrounded but at its channel scale (|V| <= 2.25), so the fp16 partials see the kernel's magnitudes
+        v_op, v_scale = _scaled_exact_v(v, cdtype)
+        return Operands(q_op, k_op, score_scale, k_cols, v_op[:, heads], v_scale[:, heads], None, km)
     if exact.v_fp8:
         v_op = v.to(cdtype)[:, heads]
         if config.smooth_v:
@@ -150,11 +154,20 @@ def _operands(q, k, v, config: ContractConfig, shapes: Shapes, sm_scale: float, 
     return Operands(q_op, k_op, score_scale, k_cols, v_op, v_scale, vm, km)
 
 
+def _scaled_exact_v(v, cdtype):
+    """V [B, H_kv, N, Dp] times scale_max / amax per channel, unrounded, and the [B, H_kv, 1, Dp] scale back."""
+    amax = v.to(cdtype).abs().amax(dim=2, keepdim=True).clamp(min=P.V_AMAX_FLOOR)
+    scale_max = P.V_SCALE_MAX["fp32+fp16"]
+    return v.to(cdtype) * (scale_max / amax), amax / scale_max
+
+
 def _accumulate(o, alpha, p, v_blk, config: ContractConfig):
     """Stage 6: add one key block's P.V into O.
 
-    fp32+fp32 / fp32+fp16: a fresh inner accumulator (the MMA's, or fp16) holds the block's
-    product, one k32 step at a time, then joins O with an ordinary add.
+    fp32+fp32: a fresh inner accumulator (the MMA's) holds the block's product, one k32 step at a
+    time, then joins O with an ordinary add.
+    fp32+fp16: the same in fresh fp16 partials of ``config.fp16_partial`` keys each (at most 64, so
+    that no partial can overflow), joined into O one after the other.
     fp32: O itself is the MMA's accumulator across all blocks.
     The MMA's accumulator is FP22 or fp32 by ``config.accumulator`` (the target decides).
     """
@@ -168,11 +181,20 @@ def _accumulate(o, alpha, p, v_blk, config: ContractConfig):
         for partial in steps:
             acc = mma_round(acc + partial)
         return acc
-    inner = torch.zeros_like(o)
-    round_inner = mma_round if config.pv_accum == "fp32+fp32" else round_fp16
-    for partial in steps:
-        inner = round_inner(inner + partial)
-    return rescaled + inner
+    if config.pv_accum == "fp32+fp32":
+        inner = torch.zeros_like(o)
+        for partial in steps:
+            inner = mma_round(inner + partial)
+        return rescaled + inner
+    # fp32+fp16: fresh fp16 partials of config.fp16_partial keys (whole k32 steps), each rounded to fp16
+    # after every k32 step and joined into O in key order (sm90's 128-key block: two partials of 64)
+    out, per_partial = rescaled, max(1, config.fp16_partial // P.MMA_K_FP8)  # a block under 32 keys: one step
+    for first in range(0, len(steps), per_partial):
+        inner = torch.zeros_like(o)
+        for partial in steps[first:first + per_partial]:
+            inner = round_fp16(inner + partial)
+        out = out + inner
+    return out
 
 
 def _k32_partials(p, v_blk):
@@ -233,7 +255,8 @@ def attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm90",
     lse_correction ("fp32" or "input_dtype"), exact (an Exact), check_finite, cta_k (keys per
     online-softmax step; None = the preset's, another value for structure studies only), target
     (the GPU the kernel runs on: "sm89", "sm90", "sm120", "sm121"; None = the preset's own) and
-    mma_accumulator ("fp22" or "fp32"; None = the target's, see presets.MMA_ACCUMULATOR_BY_TARGET).
+    mma_accumulator ("fp22" or "fp32"; None = the target's, see presets.MMA_ACCUMULATOR_BY_TARGET) and
+    fp16_partial_keys (fp32+fp16: keys per fp16 inner partial; None = at most 64, the most that cannot overflow).
     """
     config = ContractConfig(preset=preset, granularity=granularity, pv_accum=pv_accum, causal=causal,
                             sm_scale=sm_scale).with_options(**options)

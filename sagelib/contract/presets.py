@@ -66,6 +66,27 @@ INT8_MAX = 127.0
 #: scale_max of the V quantizer per PV accumulation mode (2.25 keeps the fp16 partial finite).
 V_SCALE_MAX = {"fp32": 448.0, "fp32+fp32": 448.0, "fp32+fp16": 2.25}
 PV_ACCUM_MODES = tuple(V_SCALE_MAX)
+#: Largest finite fp16 value: the ceiling of the fp32+fp16 mode's inner accumulator.
+FP16_MAX = 65504.0
+#: Keys one fp16 inner partial spans at most before it joins the fp32 O: the most k32 steps whose worst
+#: case, every P at 448 and every V at +2.25, stays finite (448 x 2.25 x 64 = 64,512 <= 65,504; 128 keys
+#: would reach 129,024). A 128-key block of the sm90 preset is two partials.
+FP16_PARTIAL_KEYS = 64
+
+
+def fp16_partial_worst_case(keys: int, p_max: float = E4M3_MAX) -> float:
+    """The largest |sum| an fp16 partial of ``keys`` products can reach exactly: keys x max|P| x max|V|."""
+    return keys * p_max * V_SCALE_MAX["fp32+fp16"]
+
+
+def fp16_partial_limit(p_max: float = E4M3_MAX) -> int:
+    """The most keys, in whole k32 steps, an fp16 partial can span with ``p_max`` and V at its scale."""
+    steps = 0
+    while fp16_partial_worst_case((steps + 1) * MMA_K_FP8, p_max) <= FP16_MAX:
+        steps += 1
+    return steps * MMA_K_FP8
+
+
 GRANULARITIES = ("per_block", "per_warp", "per_thread")
 FLAVOURS = ("triton", "cuda")
 LAYOUTS = ("HND", "NHD")

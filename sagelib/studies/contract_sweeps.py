@@ -85,6 +85,29 @@ def traversal_step_errors(cta_ks: list[int], inputs: list[str], shape: data.Shap
     return rows
 
 
+#: The configurations issue 37 holds the sm90 fp32+fp16 option against (label: contract options).
+FP16_INNER_CONFIGS = {
+    "sm90 fp32+fp32": {"preset": "sm90", "pv_accum": "fp32+fp32"},
+    "sm90 fp32+fp16": {"preset": "sm90", "pv_accum": "fp32+fp16"},
+    "sm89 per_warp fp32+fp16 (SageAttention2's)": {"preset": "sm89", "granularity": "per_warp",
+                                                   "pv_accum": "fp32+fp16"},
+}
+
+
+def fp16_inner_errors(inputs: list[str], shape: data.Shape, configs: dict[str, dict] | None = None,
+                      device="cpu") -> list[dict]:
+    """Relative L1 against float64 of each configuration (default :data:`FP16_INNER_CONFIGS`) per input."""
+    rows = []
+    for name in inputs:
+        x = data.make(name, shape, device=device)
+        ref = contract.reference_attention(x.q, x.k, x.v)
+        row = {"input": name, "head_dim": shape.head_dim}
+        for label, options in (configs or FP16_INNER_CONFIGS).items():
+            row[label] = metrics.relative_l1(contract.attention(x.q, x.k, x.v, **options), ref)
+        rows.append(row)
+    return rows
+
+
 def _with_tokens(shape: data.Shape, n: int) -> data.Shape:
     return data.Shape(batch=shape.batch, heads=shape.heads, tokens=n, head_dim=shape.head_dim,
                       kv_heads=shape.kv_heads)
