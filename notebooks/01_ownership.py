@@ -268,7 +268,7 @@ results.headline("64-key / 128-key step error, worst case",
 plots.table(step_rows)
 
 # %% [markdown]
-# ## An fp16 inner accumulator at D=128 (issue 37, projection before it is built)
+# ## An fp16 inner accumulator at D=128 (a projection, before it is built)
 # At D=128 O (fp32), the fp32 inner P.V accumulator and the scores take 192 of the SM's 256 KB of
 # registers, so a second score buffer does not fit. The contract's `fp32+fp16` mode halves the inner
 # accumulator; on the sm90 preset it is joined into O every 64 keys, two fp16 partials per 128-key block
@@ -318,7 +318,7 @@ plots.table(fp16_rows)
 #   percent at D=64: more warps do not pay if each takes twice the steps. At D=64 three consumers
 #   fit on the preset's own 128-key step (`three_consumer_preset`), and that paid: 1.14-1.23x at N
 #   of 4096 and more, 1.04x at N=1024, the same bits. At D=128 nothing fits a third consumer.
-# * An fp16 inner accumulator (issue 37, projection above) frees 32 registers a thread at D=128 (190 of
+# * An fp16 inner accumulator (the projection above) frees 32 registers a thread at D=128 (190 of
 #   240 with one score buffer), but two full score buffers still need 254 by this model's estimate of row
 #   state and addresses: 14 short. A second buffer of 64 keys (the next block's first half) fits at 222.
 # * What the built kernel was tried against since (schedules, role splits, the softmax beside the
