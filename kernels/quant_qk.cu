@@ -17,6 +17,9 @@
 // neighbours compute, and an SM quantizes at the rate its arithmetic issues, not the bytes in flight.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (plain CUDA, no tensor cores).
 // Grid: (ceil(N / 128) * 128 / QUANT_QK_ROWS, H, B): whole 128-token tiles, as the scale groups count them.
+// Beside Q, the launch can clear `zero_words` words at `zero` (grid-strided, after the loads are issued): the K/V
+// quantizer's workspace and the attention kernel's tile counter, which run after it on the same stream, so an
+// attention call needs no memset launch of its own (sagelib/backends/kernels/plans.py).
 #include "params.cuh"
 #include "quant_int8.cuh"
 
@@ -30,12 +33,17 @@ __global__ void __launch_bounds__(QuadLayout<D, QUANT_QK_ROWS>::THREADS,
     const u16 *__restrict__ x, i64 x_sb, i64 x_sh, i64 x_sn,
     i8 *__restrict__ xq, i64 q_sb, i64 q_sh, i64 q_sn,
     float *__restrict__ scale, int n_tokens, int n_groups,
-    int tile_shift, int per_tile_shift, int mod_mask, int div_shift) {
+    int tile_shift, int per_tile_shift, int mod_mask, int div_shift, u32 *__restrict__ zero, int zero_words) {
   __shared__ QuantSmem sm;
   const int b = blockIdx.z, h = blockIdx.y, heads = gridDim.y;
   const int row0 = blockIdx.x * QUANT_QK_ROWS;
   u32x4 raw[4];
   load_quad<D, true>(raw, x + b * x_sb + h * x_sh, x_sn, n_tokens, row0, quant_tid());
+  if (zero_words) {
+    const int block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int stride = gridDim.x * gridDim.y * gridDim.z * blockDim.x;
+    for (int i = block * blockDim.x + threadIdx.x; i < zero_words; i += stride) zero[i] = 0u;
+  }
   const GroupGeometry geo = {tile_shift, per_tile_shift, mod_mask, div_shift};
   if (threadIdx.x < QUANT_MAX_GROUPS) sm.amax[threadIdx.x] = 0u;
   __syncthreads();

@@ -38,6 +38,10 @@ class FakeDriver:
         self.calls.append(("launch", struct, (gx, gy, gz), (bx, by, bz), smem, stream, data))
         return 0
 
+    def launch_converted(self, *args):  # the same call with every argument already a ctypes object
+        function, *dims, smem, stream, pointers, extra = args
+        return self.launch(function, *(d.value for d in dims), smem.value, stream.value or 0, pointers, extra)
+
     def memset(self, address, value, nbytes, stream):
         self.calls.append(("memset", address, value, nbytes, stream))
         return 0
@@ -112,18 +116,21 @@ def test_a_plan_launches_what_the_general_path_launches(doubles, kernel, call):
     assert plan.supported
     out = plan(q, k, v)
     assert out.shape == q.shape and out.dtype == q.dtype
-    memsets = [c for c in driver.calls if c[0] == "memset"]
     launches = [c for c in driver.calls if c[0] == "launch"]
-    assert driver.calls[0][0] == "memset" and len(memsets) == 1 and memsets[0][4] == 7
-    assert memsets[0][1] == plan.scratch.data_ptr() and memsets[0][3] == plan.scratch.numel()
+    assert [c[0] for c in driver.calls] == ["launch"] * 3  # no memset: the Q quantizer clears the scratch
     assert [c[1] for c in launches] == [s.struct for s in general]
     given = {"QuantQkParams": {"x": q}, "QuantKvParams": {"k": k, "v": v}}
+    # what only the plan's Q launch carries: its scratch (the K/V workspace and the tile counter) to clear
+    clears = {"zero": plan.scratch.data_ptr().to_bytes(8, "little"),
+              "zero_words": (plan.scratch.numel() // 4).to_bytes(4, "little")}
     for spec, (_, struct, grid, block, smem, stream, data) in zip(general, launches):
         assert (grid, block, smem, stream) == (tuple(spec.grid), tuple(spec.block), spec.shared_mem, 7)
         inputs = {**given.get(struct, {}), "out": out}
         for f, arg, got in zip(params.fields(struct), spec.arguments(), data):
             want = prepared.argument_bytes(arg)
-            if f.name in inputs:
+            if struct == "QuantQkParams" and f.name in clears:
+                assert got == clears[f.name] and want == bytes(len(want)), f.name  # the general path: none
+            elif f.name in inputs:
                 assert int.from_bytes(got, "little") == inputs[f.name].data_ptr(), f.name
                 assert arg is not None and arg.data_ptr() == inputs[f.name].data_ptr() or f.name == "out"
             elif f.ctype == "ptr":

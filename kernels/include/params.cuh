@@ -43,6 +43,8 @@ struct QuantQkParams {
   int per_tile_shift;
   int mod_mask;
   int div_shift;
+  u32 *zero;           // zero_words words set to 0 by this launch (a later launch's workspace), or null
+  int zero_words;
 };
 
 // quant_kv.cu: quant_kv_kernel (contract stages 1, 2 for K, 5 for V).

@@ -64,6 +64,9 @@ class _Driver:
         self.launch = lib.cuLaunchKernel
         self.launch.argtypes = [c.c_void_p] + [c.c_uint] * 7 + [c.c_void_p, c.c_void_p, c.c_void_p]
         self.launch.restype = c.c_int
+        #: the same entry point without argtypes, for arguments already held as ctypes objects (no conversion)
+        self.launch_converted = type(lib.cuLaunchKernel)(("cuLaunchKernel", lib))
+        self.launch_converted.restype = c.c_int
         self.memset = lib.cuMemsetD8Async
         self.memset.argtypes = [c.c_uint64, c.c_ubyte, c.c_size_t, c.c_void_p]
         self.memset.restype = c.c_int
@@ -150,6 +153,9 @@ class PreparedLaunch:
         self._function = ctypes.c_void_p(self.spec.function.ptr)
         self._dims = (*(int(g) for g in self.spec.grid), *(int(b) for b in self.spec.block))
         self._empty = any(g <= 0 for g in self.spec.grid)
+        # cuLaunchKernel's arguments before the stream, converted once
+        self._head = (self._function, *(ctypes.c_uint(x) for x in self._dims), ctypes.c_uint(self.spec.shared_mem))
+        self._stream = (None, None)  # (the stream handle, its c_void_p)
 
     def __call__(self, stream: int, device_index: int, *addresses_or_tensors) -> None:
         if not self.direct:
@@ -161,11 +167,13 @@ class PreparedLaunch:
             return
         for slot, value in zip(self._slots, addresses_or_tensors):
             slot.value = value if isinstance(value, int) else value.data_ptr()
+        if self._stream[0] != stream:
+            self._stream = (stream, ctypes.c_void_p(stream))
         d = _DRIVER[0]
-        status = d.launch(self._function, *self._dims, self.spec.shared_mem, stream, self._pointers, None)
+        status = d.launch_converted(*self._head, self._stream[1], self._pointers, None)
         if status == CUDA_ERROR_INVALID_CONTEXT:
             d.make_current(device_index)
-            status = d.launch(self._function, *self._dims, self.spec.shared_mem, stream, self._pointers, None)
+            status = d.launch_converted(*self._head, self._stream[1], self._pointers, None)
         if status:
             raise KernelLaunchError(f"{self.spec.name}: launch with grid {self.spec.grid} block {self.spec.block} "
                                     f"failed (CUresult {status}); rerun with SAGELIB_SYNC_LAUNCHES=1 to see the "

@@ -1,14 +1,15 @@
 """The fast host path of our attention backends: one plan per call signature, validated and packed once.
 
-An attention call on our kernels is four operations on the stream: zero the K/V quantizer's workspace, quantize Q,
-smooth and quantize K and V, attend. The general path (:func:`sagelib.backends.kernels.quantizers.prepare_for`
+An attention call on our kernels is three launches on the stream: quantize Q (the same launch clears the K/V
+quantizer's workspace and the tile counter: no memset launch), smooth and quantize K and V, attend. The general path (:func:`sagelib.backends.kernels.quantizers.prepare_for`
 and the kernels' ``run_attention``) validates the inputs, allocates every intermediate, encodes the Hopper
 kernel's three TMA descriptors and converts every launch argument on each call: 270-470 us of host time on the
 H200 (issue 33). A :class:`Plan` does that work once per *signature* -- the backend, the shapes, strides, dtype and
 device of q, k and v, the layout, causal mode and alignment, sm_scale, granularity, accumulation, cta_k and the
 CUDA stream -- and keeps the intermediates (quantized operands, scales, the workspace) and the prepared launches
 (:class:`sagelib.cuda.prepared.PreparedLaunch`) whose argument blocks name them. A call then checks the
-alignment of three addresses, allocates the output, writes four pointers and enqueues the four operations.
+alignment of three addresses, enqueues the two quantizers, allocates the output and enqueues the attention: the
+GPU starts on Q while the host still works on the rest of the call.
 
 What a plan shares between calls: its intermediates. Calls with one signature run on one stream (the stream is
 part of the signature), so each call's kernels read what the previous call's left only after those finished.
@@ -81,10 +82,13 @@ class Plan:
         self.scratch = torch.zeros(ws_bytes + _COUNTER_BYTES, dtype=torch.uint8, device=q.device)
         workspace = self.scratch[:ws_bytes]
         tile_counter = self.scratch[ws_bytes:ws_bytes + 4].view(torch.int32)
+        self.direct = direct_launches()
+        # on the direct path the Q quantizer clears the scratch on each call; the general launcher zeroes it apart
         q_spec, kv_spec, prepared = operand_specs(target, q, *operands, shapes=shapes, layout=layout,
                                                   granularity=granularity, pv_accum=pv_accum, flavour=flavour,
                                                   causal=causal, causal_alignment=causal_alignment,
-                                                  sm_scale=sm_scale, workspace=workspace)
+                                                  sm_scale=sm_scale, workspace=workspace,
+                                                  zero=self.scratch if self.direct else None)
         self.prepared = prepared
         b, h_q, n_q, _ = prepared.q_int8.shape
         self.out_shape = (b, h_q, n_q, width) if layout == "HND" else (b, n_q, h_q, width)
@@ -94,7 +98,6 @@ class Plan:
             attn = sm90.attention_spec(prepared, out_hnd, None, cta_k=cta_k, tile_counter=tile_counter)
         else:
             attn = mma.attention_spec(prepared, out_hnd, None)
-        self.direct = direct_launches()
         self.quant_q = PreparedLaunch(q_spec, ("x",), direct=self.direct)
         self.quant_kv = PreparedLaunch(kv_spec, ("k", "v"), direct=self.direct)
         self.attend = PreparedLaunch(attn, ("out",), direct=self.direct)
@@ -102,14 +105,15 @@ class Plan:
 
     def __call__(self, q, k, v) -> torch.Tensor:
         stream, index = self.stream, self.device_index
-        out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
-        zero_async(self.scratch, stream, index, self.direct)
         if self.direct:
             self.quant_q(stream, index, q.data_ptr())
             self.quant_kv(stream, index, k.data_ptr(), v.data_ptr())
+            out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
             self.attend(stream, index, out.data_ptr())
         else:  # the general launcher: tensors (HND views) in place of addresses
             layout = self.layout
+            out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
+            zero_async(self.scratch, stream, index, self.direct)
             self.quant_q(stream, index, to_hnd(q, layout))
             self.quant_kv(stream, index, to_hnd(k, layout), to_hnd(v, layout))
             self.attend(stream, index, to_hnd(out, layout))

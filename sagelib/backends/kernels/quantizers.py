@@ -73,8 +73,9 @@ def quantize_int8(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, f
 
 
 def int8_spec(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavour: str, layout: str,
-              rows: int | None = None):
-    """(the launch of :func:`quantize_int8`, its int8 output, its scales): outputs allocated, nothing launched."""
+              rows: int | None = None, zero: torch.Tensor | None = None):
+    """(the launch of :func:`quantize_int8`, its int8 output, its scales): outputs allocated, nothing launched.
+    ``zero``: a tensor of whole 32-bit words the launch also sets to 0 (a later launch's workspace)."""
     rows = rows or (QUANT_Q_ROWS if QUANT_Q_ROWS % geometry.tile == 0 else QUANT_ROWS)
     if rows not in (QUANT_ROWS, QUANT_Q_ROWS) or rows % geometry.tile:
         raise InputError(f"rows: expected 128 or 64 tokens per block, a multiple of the group tile "
@@ -87,9 +88,20 @@ def int8_spec(x_hnd: torch.Tensor, geometry: GroupGeometry, n_groups: int, flavo
     # the grid covers whole 128-token tiles, as the scale groups do (n_groups counts the last tile's padding groups)
     spec = LaunchSpec(fn, (-(-n // QUANT_ROWS) * (QUANT_ROWS // rows), h, b), (quant_threads(d, rows), 1, 1),
                       "QuantQkParams", dict(x=x_hnd, **strides("x", x_hnd), xq=out_hnd, **strides("q", out_hnd),
-                                            scale=scale, n_tokens=n, n_groups=n_groups, **geometry.members()),
+                                            scale=scale, n_tokens=n, n_groups=n_groups, **geometry.members(),
+                                            zero=zero, zero_words=_words(zero)),
                       name="quant_int8_kernel")
     return spec, out, scale
+
+
+def _words(zero: torch.Tensor | None) -> int:
+    if zero is None:
+        return 0
+    nbytes = zero.numel() * zero.element_size()
+    if nbytes % 4 or zero.data_ptr() % 4 or not zero.is_contiguous():
+        raise InputError(f"zero: expected a contiguous tensor of whole 32-bit words, got {nbytes} bytes at "
+                         f"address {zero.data_ptr():#x}")
+    return nbytes // 4
 
 
 @dataclass
@@ -273,12 +285,13 @@ def checked_call(target: KernelTarget, q, k, v, *, causal, sm_scale, layout, gra
 
 
 def operand_specs(target: KernelTarget, q, qh, kh, vh, *, shapes, layout, granularity, pv_accum, flavour, causal,
-                  causal_alignment, sm_scale, workspace=None):
+                  causal_alignment, sm_scale, workspace=None, zero=None):
     """(the Q quantizer's launch, the K/V quantizer's launch, the PreparedAttention they fill): the operands
     allocated, nothing launched. ``qh, kh, vh``: the kernels' operands (:func:`kernel_operand`); ``workspace``:
-    see :func:`kv_spec`."""
+    see :func:`kv_spec`; ``zero``: words the Q quantizer clears (:func:`int8_spec`)."""
     q_spec, q_int8, q_scale = int8_spec(qh, q_geometry(target.preset, granularity),
-                                        n_q_groups(shapes.n_q, target.preset, granularity), flavour, "HND")
+                                        n_q_groups(shapes.n_q, target.preset, granularity), flavour, "HND",
+                                        zero=zero)
     kv_launch, kv = kv_spec(kh, vh, preset=target.preset, granularity=granularity, flavour=flavour,
                             pv_accum=pv_accum, layout="HND", do_k=True, do_v=True, permute_v=target.permute_v,
                             workspace=workspace)
