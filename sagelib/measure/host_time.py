@@ -30,7 +30,7 @@ from sagelib.measure.timing import (
     time_calls,
     tops,
 )
-from sagelib.records import documents
+from sagelib.records import documents, provenance
 from sagelib.records.datafile import utc_stamp
 
 SCHEMA = documents.HOST_OVERHEAD.id
@@ -132,9 +132,17 @@ def host_overhead(device: torch.device, backends: Sequence[str] = HOST_BACKENDS,
                            "synced_loss": 1 - back / sync})
     return {"schema": SCHEMA,
             "created_utc": utc_stamp(), "device": torch.cuda.get_device_name(device),
+            "environment": _environment(),  # the source commit, the GPU, driver and packages
             "protocol": {"batches": batches, "calls": calls, "dtype": str(dtype), "layout": "HND",
                          "timing": {"warmup": timing.warmup, "reps": timing.reps}},
             "host": host, "synced": synced}
+
+
+def _environment() -> dict:
+    try:
+        return provenance.environment()
+    except Exception as exc:  # provenance must never sink a measurement
+        return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
 
 
 @contextmanager
