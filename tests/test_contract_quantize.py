@@ -185,3 +185,30 @@ def test_nhd_gives_the_same_quantization_as_hnd_transposed():
     assert torch.equal(nhd.k_int8.transpose(1, 2), hnd.k_int8)
     assert torch.equal(nhd.q_scale, hnd.q_scale) and torch.equal(nhd.k_scale, hnd.k_scale)
     assert torch.equal(nhd.km.transpose(1, 2), hnd.km)
+
+
+def test_a_division_stand_in_reaches_both_flavours_and_leaves_with_the_block():
+    """The seam the GPU peer parity uses: inside ``division`` the quantizers divide with the stand-in, at the two
+    sites named; outside it they divide exactly again. A stand-in that rounds each quotient one ulp up moves
+    some INT8 values (those within an ulp of a rounding boundary), and only inside the block."""
+    from sagelib.contract import quantize as Q
+
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(1, 2, 4096, 64, generator=g).half()
+    k = torch.randn(1, 2, 4096, 64, generator=g).half()
+    seen = []
+
+    def one_ulp_up(a, b, site):
+        seen.append(site)
+        return torch.nextafter(a / b, torch.full_like(a, float("inf")))
+
+    for granularity, flavour, site in (("per_thread", "triton", "triton_ratio"),
+                                       ("per_warp", "cuda", "cuda_multiplier")):
+        exact = Q.quantize_qk(q, k, preset="sm89", granularity=granularity, flavour=flavour)
+        with Q.division(one_ulp_up):
+            moved = Q.quantize_qk(q, k, preset="sm89", granularity=granularity, flavour=flavour)
+        again = Q.quantize_qk(q, k, preset="sm89", granularity=granularity, flavour=flavour)
+        assert site in seen and set(seen) <= set(Q.DIVISION_SITES)
+        assert int((moved.q_int8 != exact.q_int8).sum()) > 0, flavour
+        assert torch.equal(again.q_int8, exact.q_int8) and torch.equal(again.k_int8, exact.k_int8)
+        seen.clear()

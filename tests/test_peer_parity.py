@@ -47,7 +47,9 @@ def test_the_grid_covers_every_factor_the_comparison_needs():
 def _row(config, contract, ours, passed=True):
     return {"config": config, "contract_to_real": contract, "ours_to_real": ours, "contract_lse_to_real": 1e-3,
             "ours_lse_to_real": 2e-3, "q_int8_exact": True, "k_int8_exact": True, "v_bytes_differ": 3,
-            "contract_passed": passed, "ours_passed": True}
+            "contract_passed": passed, "ours_passed": True, "q_int8_differ": 2, "k_int8_differ": 1,
+            **{f"qk_int8_differ_{form}": 0 for form in (*peer_parity.APPROXIMATE_FORMS, "peer_division")},
+            "contract_peer_division_to_real": contract / 2}
 
 
 def test_the_summary_takes_the_worst_case_of_each_configuration():
@@ -58,6 +60,8 @@ def test_the_summary_takes_the_worst_case_of_each_configuration():
     assert s["sage2-sm89"]["cases"] == 1
     text = peer_parity.format_summary({"summary": s, "mask_probe": [{"leak": 1.0, "finite": True}]})
     assert "sage2-sm90" in text and "1 of 1" in text
+    assert s["sage2-sm90"]["qk_differ_max"] == 3 and s["sage2-sm90"]["qk_differ_fast_math_max"] == 0
+    assert "peer_division 0" in text
 
 
 def test_the_command_without_the_peer_exits_3_and_names_the_build(capsys):
@@ -67,3 +71,24 @@ def test_the_command_without_the_peer_exits_3_and_names_the_build(capsys):
     captured = capsys.readouterr()
     assert "docs/design/peers.md" in captured.out and "no SageAttention2 configuration" in captured.err
     assert cli.main(["parity", "--against", "sage2", "--config", "sage3"]) == 2
+
+
+@pytest.mark.gpu
+def test_the_gpu_divisions_stay_within_two_ulp_and_the_ieee_one_is_torchs():
+    import torch
+
+    from sagelib.measure import gpu_division
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.rand(1 << 16, device="cuda", generator=g) * 100 + 1e-3
+    b = torch.rand(1 << 16, device="cuda", generator=g) * 10 + 1e-3
+    exact = a / b
+    assert torch.equal(gpu_division.divider("ieee")(a, b), exact)
+    for form in ("fast_math", "div_full", "div_approx"):
+        got = gpu_division.divider(form)(a, b)
+        ulps = (got.view(torch.int32) - exact.view(torch.int32)).abs().max().item()
+        assert ulps <= 2, form
+    with pytest.raises(ValueError, match="float32 CUDA"):
+        gpu_division.divider("div_full")(a.double(), b.double())

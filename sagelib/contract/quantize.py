@@ -9,6 +9,7 @@ amax 0, or the cuda flavour's initial 1e-7).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -88,13 +89,14 @@ def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour
     amax = group_amax(x, group, n_groups)
     if flavour == "triton":
         scale = amax * reciprocal_f32(P.INT8_MAX) + P.TRITON_SCALE_EPS
-        ratio = x / _per_token(scale, group)
+        ratio = divide(x, _per_token(scale, group), "triton_ratio")
         half = torch.where(ratio >= 0, 0.5, -0.5).to(ratio.dtype)
         values = torch.trunc(ratio + half)
     elif flavour == "cuda":
         amax = torch.clamp(amax, min=P.CUDA_AMAX_INIT)
         scale = amax * reciprocal_f32(P.INT8_MAX)
-        values = torch.round(x * _per_token(constant_over(P.INT8_MAX, amax), group))
+        multiplier = divide(torch.full_like(amax, P.INT8_MAX), amax, "cuda_multiplier")
+        values = torch.round(x * _per_token(multiplier, group))
     else:
         raise ValueError(f"flavour: expected one of {list(P.FLAVOURS)}, got {flavour!r}")
     return values.clamp(-128, 127).to(torch.int8), scale
@@ -111,6 +113,38 @@ def constant_over(constant: float, x: torch.Tensor) -> torch.Tensor:
     (``constant / tensor`` in torch is ``tensor.reciprocal() * constant``, rounded twice.)
     """
     return torch.full_like(x, constant) / x
+
+
+_DIVISIONS: list = []  #: the stand-ins :func:`division` put in place, innermost last
+
+
+#: where the INT8 quantizers divide: the triton flavour's x / scale, the cuda flavour's 127 / amax
+DIVISION_SITES = ("triton_ratio", "cuda_multiplier")
+
+
+def divide(a: torch.Tensor, b: torch.Tensor, site: str) -> torch.Tensor:
+    """a / b at one of :data:`DIVISION_SITES`: IEEE (correctly rounded), or the stand-in of :func:`division`."""
+    if not _DIVISIONS:
+        return a / b
+    a, b = torch.broadcast_tensors(a, b)
+    return _DIVISIONS[-1](a.contiguous(), b.contiguous(), site)
+
+
+@contextmanager
+def division(divide_like):
+    """Inside the block the INT8 quantizers divide with ``divide_like(a, b, site)`` (float32 tensors of one shape,
+    ``site`` one of :data:`DIVISION_SITES`) where the contract divides exactly.
+
+    The real kernels divide approximately there (Triton's fp32 ``/``, CUDA's under ``--use_fast_math``): a GPU's
+    division unit, which no CPU reproduces bit for bit. So the contract divides exactly, and a measurement on the
+    GPU (``sagelib parity --against sage2``) swaps the GPU's own division in to show which bytes that explains.
+    (V's multiplier is the contract's scale_max * fl32(1 / amax): stage 5.)
+    """
+    _DIVISIONS.append(divide_like)
+    try:
+        yield
+    finally:
+        _DIVISIONS.pop()
 
 
 def _per_token(per_group: torch.Tensor, group: torch.Tensor) -> torch.Tensor:

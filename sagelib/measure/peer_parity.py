@@ -5,11 +5,13 @@ N of 1, 17 and values that are multiples of no tile, GQA, fp16 and bf16, HND and
 and every peer configuration (:data:`sagelib.backends.sage2.CONFIGS`), one row holds:
 
 * the stages the peer exposes, through its own quantizers: Q and K int8 codes and scales (bit-exact or
-  not), V's e4m3 bytes (how many differ from the contract's, and from two other forms of the V multiplier:
-  the correctly rounded division the contract used before, and the division compiled with fast math as
+  not, how many codes differ, and how many differ when the contract divides as the GPU does,
+  :mod:`sagelib.measure.gpu_division`, in each of its forms), V's e4m3 bytes (how many differ from the
+  contract's, and from two other forms of the V multiplier: the correctly rounded division the contract used before, and the division compiled with fast math as
   the peer compiles it: what the last differing bytes need);
 * the output: relative L1 of the contract and of our kernel against the real one (and to each other),
-  and the lse's largest absolute difference.
+  the contract's also with the peer's divisions in its quantizers (:data:`PEER_DIVISIONS`), and the lse's
+  largest absolute difference.
 
 :data:`BARS` are the agreement each configuration must reach. ``sagelib parity --against sage2`` runs
 the grid on a GPU where the peer is built and records the document (:data:`SCHEMA`); notebook 03 draws it.
@@ -26,8 +28,9 @@ from sagelib import contract
 from sagelib.backends import sage2
 from sagelib.backends.kernels.operands import device_target
 from sagelib.contract.fp8 import round_e4m3, token_permutation
-from sagelib.contract.quantize import constant_over
+from sagelib.contract.quantize import constant_over, division
 from sagelib.measure import mask_probe
+from sagelib.measure.gpu_division import divider
 from sagelib.measure.parity import DTYPES, random_qkv, relative_l1
 from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
@@ -37,6 +40,15 @@ SCHEMA = documents.PEER_PARITY.id
 #: Output agreement with the real kernels (rel L1) per configuration, and the lse's max abs per dtype.
 BARS = {"sage2-sm90": 3e-4, "sage2-sm89": 1e-4, "sage2-sm89-per-warp-fp16": 1e-3}
 LSE_BARS = {"fp16": 5e-3, "bf16": 8e-2}
+#: how the peer's quantizers divide at each of the contract's division sites: its CUDA quantizer (per_warp) is
+#: built with --use_fast_math; its per_thread quantizer is a Triton kernel, whose fp32 ``/`` is taken as
+#: ``div.full.f32`` (the qk columns of every form say whether the data agree)
+PEER_DIVISIONS = {"cuda_multiplier": "fast_math", "triton_ratio": "div_full"}
+APPROXIMATE_FORMS = ("fast_math", "div_full", "div_approx")
+
+
+def peer_division(a, b, site):
+    return divider(PEER_DIVISIONS[site])(a, b)
 
 
 @dataclass(frozen=True)
@@ -99,30 +111,35 @@ def qk_stage(q, k, case: PeerCase, config: sage2.PeerConfig) -> dict:
     else:
         quant = importlib.import_module("sageattention.quant").per_warp_int8
         qi, qs, ki, ks = quant(qp, kp, km, tensor_layout="HND", BLKQ=g.blkq, WARPQ=g.warpq, BLKK=g.blkk)
-    ref = contract.quantize_qk(qh, kh, layout="HND", preset=config.preset, granularity=config.granularity)
+    def quantized():
+        return contract.quantize_qk(qh, kh, layout="HND", preset=config.preset, granularity=config.granularity)
+
+    ref = quantized()
     d = case.head_dim
 
     def same(a, b):
         return a.shape == b.shape and bool(torch.equal(a, b))
 
-    return {"q_int8_exact": same(qi[..., :d], ref.q_int8), "k_int8_exact": same(ki[..., :d], ref.k_int8),
-            "q_scale_exact": same(qs, ref.q_scale), "k_scale_exact": same(ks, ref.k_scale),
-            "k_int8_differ": int((ki[..., :d] != ref.k_int8).sum()) if ki[..., :d].shape == ref.k_int8.shape else -1}
+    def differ(theirs, mine):
+        return int((theirs[..., :d] != mine).sum()) if theirs[..., :d].shape == mine.shape else -1
+
+    row = {"q_int8_exact": same(qi[..., :d], ref.q_int8), "k_int8_exact": same(ki[..., :d], ref.k_int8),
+           "q_scale_exact": same(qs, ref.q_scale), "k_scale_exact": same(ks, ref.k_scale),
+           "q_int8_differ": differ(qi, ref.q_int8), "k_int8_differ": differ(ki, ref.k_int8),
+           "qk_codes": int(ref.q_int8.numel() + ref.k_int8.numel())}
+    for form in APPROXIMATE_FORMS:
+        with division(lambda a, b, site, form=form: divider(form)(a, b)):
+            alt = quantized()
+        row[f"qk_int8_differ_{form}"] = differ(qi, alt.q_int8) + differ(ki, alt.k_int8)
+    with division(peer_division):
+        alt = quantized()
+    row["qk_int8_differ_peer_division"] = differ(qi, alt.q_int8) + differ(ki, alt.k_int8)
+    return row
 
 
 def _fast_math_multiplier(amax: torch.Tensor, scale_max: float) -> torch.Tensor:
     """scale_max / amax as CUDA computes it under --use_fast_math (the peer's build flags)."""
-    import cupy
-
-    kernel = cupy.RawKernel(r'''
-    extern "C" __global__ void div_fast(const float *a, float *out, float c, int n) {
-      int i = blockIdx.x * blockDim.x + threadIdx.x;
-      if (i < n) out[i] = c / a[i];
-    }''', "div_fast", options=("--use_fast_math",))
-    a = cupy.asarray(amax.contiguous().reshape(-1))
-    out = cupy.empty_like(a)
-    kernel(((a.size + 255) // 256,), (256,), (a, out, cupy.float32(scale_max), cupy.int32(a.size)))
-    return torch.as_tensor(out, device=amax.device).reshape(amax.shape)
+    return divider("fast_math")(torch.full_like(amax, scale_max), amax)
 
 
 def v_stage(v, case: PeerCase, config: sage2.PeerConfig) -> dict:
@@ -169,12 +186,15 @@ def run_case(case: PeerCase, name: str, seed: int) -> dict:
     real, real_lse = peer.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True)
     options = {**sage2.contract_options(config), "target": device_target(q.device)}
     ref, ref_lse = contract.attention(q, k, v, causal=case.causal, layout=case.layout, return_lse=True, **options)
+    with division(peer_division):
+        ref_peer_division = contract.attention(q, k, v, causal=case.causal, layout=case.layout, **options)
     ours, ours_lse = _ours(config)(q, k, v, causal=case.causal, layout=case.layout, return_lse=True,
                                    preset=config.preset, granularity=config.granularity, pv_accum=config.pv_accum,
                                    causal_alignment="top_left")
     real_lse = real_lse.reshape(ref_lse.shape)
     row = {**asdict(case), "label": case.label, "config": name, "seed": seed,
            "contract_to_real": relative_l1(ref, real), "ours_to_real": relative_l1(ours, real),
+           "contract_peer_division_to_real": relative_l1(ref_peer_division, real),
            "ours_to_contract": relative_l1(ours, ref), "contract_lse_to_real": _lse_err(ref_lse, real_lse),
            "ours_lse_to_real": _lse_err(ours_lse, real_lse), "real_finite": bool(torch.isfinite(real).all())}
     row.update(qk_stage(q, k, case, config))
@@ -222,6 +242,10 @@ def summary(rows: list[dict]) -> dict:
                      "contract_lse_max": max(r["contract_lse_to_real"] for r in mine),
                      "ours_lse_max": max(r["ours_lse_to_real"] for r in mine),
                      "qk_exact": all(r["q_int8_exact"] and r["k_int8_exact"] for r in mine),
+                     "qk_differ_max": max(r["q_int8_differ"] + r["k_int8_differ"] for r in mine),
+                     **{f"qk_differ_{form}_max": max(r[f"qk_int8_differ_{form}"] for r in mine)
+                        for form in (*APPROXIMATE_FORMS, "peer_division")},
+                     "contract_peer_division_to_real_max": max(r["contract_peer_division_to_real"] for r in mine),
                      "v_bytes_differ_max": max(r["v_bytes_differ"] for r in mine),
                      "contract_passed": sum(r["contract_passed"] for r in mine),
                      "ours_passed": sum(r["ours_passed"] for r in mine)}
@@ -235,6 +259,12 @@ def format_summary(document: dict) -> str:
         lines.append(f"{name:<26} {s['cases']:>5} {s['contract_to_real_max']:>10.2e} {s['ours_to_real_max']:>10.2e} "
                      f"{s['contract_lse_max']:>8.1e}/{s['ours_lse_max']:.1e} {str(s['qk_exact']):>8} "
                      f"{s['v_bytes_differ_max']:>7} {s['contract_passed']:>5}/{s['ours_passed']}")
+    lines.append("Q/K int8 codes differing from the real quantizers' (worst case), by the contract's division:")
+    for name, s in document["summary"].items():
+        if "qk_differ_max" in s:
+            lines.append(f"  {name:<26} exact {s['qk_differ_max']}  " + "  ".join(
+                f"{form} {s[f'qk_differ_{form}_max']}" for form in (*APPROXIMATE_FORMS, "peer_division"))
+                + f"  (contract with the peer's divisions to real: {s['contract_peer_division_to_real_max']:.2e})")
     leaks = [p for p in document.get("mask_probe", []) if p["leak"] != 0.0 or not p["finite"]]
     lines.append(f"mask probe on the real kernels: {len(leaks)} of {len(document.get('mask_probe', []))} "
                  "(dtype, magnitude, head_dim) cases let a hidden key contribute or gave non-finite output")
