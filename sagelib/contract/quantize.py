@@ -88,7 +88,10 @@ def quantize_groups(x: torch.Tensor, group: torch.Tensor, n_groups: int, flavour
     """
     amax = group_amax(x, group, n_groups)
     if flavour == "triton":
-        scale = amax * reciprocal_f32(P.INT8_MAX) + P.TRITON_SCALE_EPS
+        if _DIVISIONS:  # a stand-in divides amax by 127 (the contract multiplies by fl32(1/127))
+            scale = divide(amax, torch.full_like(amax, P.INT8_MAX), "triton_scale") + P.TRITON_SCALE_EPS
+        else:
+            scale = amax * reciprocal_f32(P.INT8_MAX) + P.TRITON_SCALE_EPS
         ratio = divide(x, _per_token(scale, group), "triton_ratio")
         half = torch.where(ratio >= 0, 0.5, -0.5).to(ratio.dtype)
         values = torch.trunc(ratio + half)
@@ -118,8 +121,9 @@ def constant_over(constant: float, x: torch.Tensor) -> torch.Tensor:
 _DIVISIONS: list = []  #: the stand-ins :func:`division` put in place, innermost last
 
 
-#: where the INT8 quantizers divide: the triton flavour's x / scale, the cuda flavour's 127 / amax
-DIVISION_SITES = ("triton_ratio", "cuda_multiplier")
+#: where the INT8 quantizers divide: the triton flavour's x / scale, the cuda flavour's 127 / amax, and the triton
+#: flavour's amax / 127 (which the contract computes as amax * fl32(1/127) unless a stand-in is in place)
+DIVISION_SITES = ("triton_ratio", "cuda_multiplier", "triton_scale")
 
 
 def divide(a: torch.Tensor, b: torch.Tensor, site: str) -> torch.Tensor:

@@ -43,8 +43,10 @@ LSE_BARS = {"fp16": 5e-3, "bf16": 8e-2}
 #: how the peer's quantizers divide at each of the contract's division sites: its CUDA quantizer (per_warp) is
 #: built with --use_fast_math; its per_thread quantizer is a Triton kernel, whose fp32 ``/`` is taken as
 #: ``div.full.f32`` (the qk columns of every form say whether the data agree)
-PEER_DIVISIONS = {"cuda_multiplier": "fast_math", "triton_ratio": "div_full"}
-APPROXIMATE_FORMS = ("fast_math", "div_full", "div_approx")
+PEER_DIVISIONS = {"cuda_multiplier": "fast_math", "triton_ratio": "div_full", "triton_scale": "div_full"}
+#: the divisions tried in the contract's place at every site (``ieee``: a true division everywhere, also for the
+#: triton flavour's amax / 127, which the contract multiplies by fl32(1/127))
+APPROXIMATE_FORMS = ("ieee", "fast_math", "div_full", "div_approx")
 
 
 def peer_division(a, b, site):
@@ -131,9 +133,11 @@ def qk_stage(q, k, case: PeerCase, config: sage2.PeerConfig) -> dict:
         with division(lambda a, b, site, form=form: divider(form)(a, b)):
             alt = quantized()
         row[f"qk_int8_differ_{form}"] = differ(qi, alt.q_int8) + differ(ki, alt.k_int8)
+        row[f"qk_scale_exact_{form}"] = same(qs, alt.q_scale) and same(ks, alt.k_scale)
     with division(peer_division):
         alt = quantized()
     row["qk_int8_differ_peer_division"] = differ(qi, alt.q_int8) + differ(ki, alt.k_int8)
+    row["qk_scale_exact_peer_division"] = same(qs, alt.q_scale) and same(ks, alt.k_scale)
     return row
 
 
@@ -245,6 +249,8 @@ def summary(rows: list[dict]) -> dict:
                      "qk_differ_max": max(r["q_int8_differ"] + r["k_int8_differ"] for r in mine),
                      **{f"qk_differ_{form}_max": max(r[f"qk_int8_differ_{form}"] for r in mine)
                         for form in (*APPROXIMATE_FORMS, "peer_division")},
+                     **{f"qk_scales_exact_{form}": sum(bool(r.get(f"qk_scale_exact_{form}")) for r in mine)
+                        for form in (*APPROXIMATE_FORMS, "peer_division")},
                      "contract_peer_division_to_real_max": max(r["contract_peer_division_to_real"] for r in mine),
                      "v_bytes_differ_max": max(r["v_bytes_differ"] for r in mine),
                      "contract_passed": sum(r["contract_passed"] for r in mine),
@@ -262,8 +268,9 @@ def format_summary(document: dict) -> str:
     lines.append("Q/K int8 codes differing from the real quantizers' (worst case), by the contract's division:")
     for name, s in document["summary"].items():
         if "qk_differ_max" in s:
-            lines.append(f"  {name:<26} exact {s['qk_differ_max']}  " + "  ".join(
-                f"{form} {s[f'qk_differ_{form}_max']}" for form in (*APPROXIMATE_FORMS, "peer_division"))
+            lines.append(f"  {name:<26} contract {s['qk_differ_max']}  " + "  ".join(
+                f"{form} {s[f'qk_differ_{form}_max']} ({s[f'qk_scales_exact_{form}']} scales exact)"
+                for form in (*APPROXIMATE_FORMS, "peer_division"))
                 + f"  (contract with the peer's divisions to real: {s['contract_peer_division_to_real_max']:.2e})")
     leaks = [p for p in document.get("mask_probe", []) if p["leak"] != 0.0 or not p["finite"]]
     lines.append(f"mask probe on the real kernels: {len(leaks)} of {len(document.get('mask_probe', []))} "
