@@ -14,7 +14,8 @@
 // ldmatrix. GQA through the kv-head index; HND / NHD through strides.
 // Targets: sm_89, sm_90, sm_120a, sm_121a (mma.sync m16n8k32 s8 and e4m3). sm_90 has no
 // e4m3 mma.sync: there P.V is f16 m16n8k16 on operands widened in the source
-// (pv_block_widened: ptxas' own widening of each e4m3 mma.sync is slower).
+// (pv_block_widened: ptxas' own widening of each e4m3 mma.sync is slower). sm_120a / sm_121a
+// run the D = 128 key loop register-lean (lean_key_loop).
 // Ownership: warp w owns query rows 32w..32w+31 of the CTA: their Q fragments, scores, online-softmax
 // state (m, l per row, reduced over the 4 lanes of a quad) and O accumulators stay in its registers.
 // Shared memory holds the Q tile (read once into registers) and the two K and two V stages, filled by
@@ -37,14 +38,60 @@
 #define WARP_Q 32
 #define CTA_K 64
 
+// sm_120a / sm_121a build the D = 128 instances with the register-lean key loop (lean_key_loop): at the
+// 255-register cap, 128 of them O, ptxas (nvcc 13.0) spills a few long-lived values of the default loop
+// there and none of the lean one's (`sagelib kernels check` holds that). Both compute the same values
+// with the same operations in the same order; only what stays live across the key loop differs.
+// -DATTN_LEAN=1 builds the lean loop for sm_89 / sm_90 as well (on sm_90 without the widened P.V): how
+// a GPU test holds it to the contract where no sm_120 card is at hand.
+#ifndef ATTN_LEAN
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+#define ATTN_LEAN 1
+#else
+#define ATTN_LEAN 0
+#endif
+#endif
+
 // sm_90 widens P.V's e4m3 operands to f16 (see the header): every warp widens the V fragments
 // it loads (pv_block_widened). Why per warp: widening V once per CTA into a shared f16 tile, and
 // 16-row warps, both ran slower on the H200.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && !ATTN_LEAN
 #define ATTN_WIDEN_PV 1
 #else
 #define ATTN_WIDEN_PV 0
 #endif
+
+// The lean key loop (ATTN_LEAN, D = 128 only; D = 64 has registers to spare): Q.K^T's k32 steps run as a
+// rolled loop, so one step's Q and K fragments are in flight, not all four; the Q fragment addresses
+// are formed in each key block (unhoisted) instead of four of them held across the loop; P.V folds
+// each m-tile's two n-tiles in turn; and the epilogue reads its block and thread indices afresh
+// (fresh_index), so none of them is held across the loop either.
+template <int D>
+SAGE_DEVICE constexpr bool lean_key_loop() {
+  return ATTN_LEAN && D == 128;
+}
+
+// x through an opaque register move (a volatile asm stays where it is written): the compiler can
+// neither merge it with an earlier copy nor hoist what is computed from it out of the enclosing loop.
+SAGE_DEVICE u32 unhoisted(u32 x) {
+  u32 y;
+  asm volatile("mov.b32 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// The block and thread indices read afresh from the special registers, for the lean epilogue: asm
+// volatile, so never merged with the prologue's reads.
+struct FreshIndex {
+  u32 x, y, z, tid;
+};
+SAGE_DEVICE FreshIndex fresh_index() {
+  FreshIndex i;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(i.x));
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(i.y));
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(i.z));
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(i.tid));
+  return i;
+}
 
 // The leading key blocks that hide no score from a warp run through a loop of their own, with no
 // mask and no branch between Q.K^T, softmax and P.V (attention_step<..., MASKED = false>). On the
@@ -140,7 +187,7 @@ struct QFragments {
 };
 
 // S = Q.K^T for the warp's 32 rows and the block's 64 keys, exact in int32.
-template <int D>
+template <int D, bool ROLLED>
 SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk, u32 k_lane, i32 (&s)[2][8][4]) {
 #pragma unroll
   for (int t = 0; t < 2; ++t)
@@ -148,7 +195,7 @@ SAGE_DEVICE void qk_block(const QFragments<D> &qfrag, u32 sq, u32 q_lane, u32 sk
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) s[t][j][i] = 0;
-#pragma unroll
+#pragma unroll (ROLLED ? 1 : D / 32)
   for (int kk = 0; kk < D / 32; ++kk) {
     u32 qreg[2][4];
 #pragma unroll
@@ -244,8 +291,9 @@ SAGE_DEVICE void pv_block_widened(const u32 (&pw)[2][4][4], u32 sv, u32 v_lane, 
 }
 
 // O = alpha * O + P.V, with the block's product formed in a fresh inner
-// accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme.
-template <int D, bool PV_F16>
+// accumulator (fp32 or fp16) over its two k32 steps: the two-level scheme. T_OUTER folds
+// each m-tile's two n-tiles in turn (the lean loop), else each n-tile's two m-tiles.
+template <int D, bool PV_F16, bool T_OUTER>
 SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const float (&alpha)[2][2],
                           float (&o)[2][D / 8][4]) {
 #pragma unroll
@@ -253,20 +301,19 @@ SAGE_DEVICE void pv_block(const u32 (&pa)[2][2][4], u32 sv, u32 v_lane, const fl
     u32 vb[2][4];
     load_v_fragments(vb, sv, v_lane, jp);
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        float c[4] = {};
-        u32 acc[2] = {};
-        if (PV_F16) {
-          mma_e4m3_f16(acc, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
-          mma_e4m3_f16(acc, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
-        } else {
-          mma_e4m3_f32(c, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
-          mma_e4m3_f32(c, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
-        }
-        fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c, acc);
+    for (int i = 0; i < 4; ++i) {
+      const int t = T_OUTER ? i / 2 : i % 2, nt = T_OUTER ? i % 2 : i / 2;
+      float c[4] = {};
+      u32 acc[2] = {};
+      if (PV_F16) {
+        mma_e4m3_f16(acc, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
+        mma_e4m3_f16(acc, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
+      } else {
+        mma_e4m3_f32(c, pa[t][0], vb[0][2 * nt], vb[0][2 * nt + 1]);
+        mma_e4m3_f32(c, pa[t][1], vb[1][2 * nt], vb[1][2 * nt + 1]);
       }
+      fold_inner<PV_F16>(o[t][2 * jp + nt], alpha[t], c, acc);
+    }
   }
 }
 
@@ -304,7 +351,9 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D /
   const float mult = w.q_mult * w.ks_head[w.per_thread ? blk * 4 + lane % 4 : blk];
 
   i32 s[2][8][4];
-  qk_block<D>(w.qfrag, w.sq, w.q_lane, w.sk0 + stage * AttnSmem<D>::K_BYTES, w.k_lane, s);
+  constexpr bool lean = lean_key_loop<D>();
+  qk_block<D, lean>(w.qfrag, w.sq, lean ? unhoisted(w.q_lane) : w.q_lane, w.sk0 + stage * AttnSmem<D>::K_BYTES,
+                    w.k_lane, s);
   float p[2][8][4], alpha[2][2];
   if (MASKED && !split_loops<D, PV_F16>()) {  // one loop for every block: the mask decided at run time
     if (key0 + CTA_K > w.n_kv || (w.causal && key0 + CTA_K - 1 > q0 + w.causal_shift)) {
@@ -324,7 +373,7 @@ SAGE_DEVICE void attention_step(const WarpTile<D> &w, int blk, float (&o)[2][D /
 #else
   u32 pa[2][2][4];
   pack_p_fragments(p, pa);
-  pv_block<D, PV_F16>(pa, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
+  pv_block<D, PV_F16, lean>(pa, w.sv0 + stage * AttnSmem<D>::V_BYTES, w.v_lane, alpha, o);
 #endif
 }
 
@@ -401,7 +450,14 @@ __global__ void __launch_bounds__(ATTN_THREADS, 2) attn_mma_kernel(
   for (; blk < n_blocks; ++blk) attention_step<D, PV_F16, true>(w, blk, o, m, l);
   cp_async_wait<0>();
 
-  store_output<D>(o, m, l, v_scale + ((i64)b * heads_kv + hk) * D, out + b * o_sb + h * o_sh, o_sn,
-                  lse != nullptr ? lse + ((i64)b * heads_q + h) * n_q : nullptr, q0, n_q, lane,
+  int eb = b, eh = h, ehk = hk, eq0 = q0, elane = lane;  // the epilogue's indices: the prologue's, or afresh
+  if (lean_key_loop<D>()) {
+    const FreshIndex f = fresh_index();
+    const int eqblk = causal ? gridDim.x - 1 - f.x : f.x;
+    eh = f.y, eb = f.z, ehk = eh / (heads_q / heads_kv);
+    eq0 = eqblk * CTA_Q + (f.tid / 32) * WARP_Q, elane = f.tid % 32;
+  }
+  store_output<D>(o, m, l, v_scale + ((i64)eb * heads_kv + ehk) * D, out + eb * o_sb + eh * o_sh, o_sn,
+                  lse != nullptr ? lse + ((i64)eb * heads_q + eh) * n_q : nullptr, eq0, n_q, elane,
                   flags & ATTN_OUT_BF16, causal, causal_shift);
 }

@@ -274,6 +274,31 @@ def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, 
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 
 
+#: the register-lean key loop that sm_120a / sm_121a build at head_dim 128 (kernels/attn_mma.cu, ATTN_LEAN), built
+#: here for the GPU at hand: no sm_120 card runs in these tests, so this is how that code path meets the contract
+LEAN_KEY_LOOP = ("-DATTN_LEAN=1",)
+
+
+def _lean_attention(q, k, v, preset="sm89", return_lse=False, **options):
+    """mma.attention with the kernel built with LEAN_KEY_LOOP."""
+    options = operands.checked_options(mma.MMA_TARGET, preset, options)
+    return mma.run_attention(mma.prepare(q, k, v, **options), return_lse=return_lse, build_options=LEAN_KEY_LOOP)
+
+
+@gpu
+@pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran,accum", [c for c in ATTN_CASES if c[2] > 64])
+def test_the_lean_key_loop_of_sm120_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, accum):
+    # every case the default build meets at width 128 (head dims 80 to 128): both accumulators, GQA, ragged and
+    # blind rows, both alignments, batch 2, so the epilogue's fresh block and thread indices land on every row
+    seed = _seed()
+    q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
+    check = parity.check_attention(_lean_attention, q, k, v, causal=causal, layout=layout, preset="sm89",
+                                   granularity=gran, pv_accum=accum, causal_alignment=align)
+    print(f"[parity lean] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} {gran} {accum}: "
+          f"{check}")
+    assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
+
+
 @gpu
 def test_backend_runs_and_kernel_only_matches():
     from sagelib import backends
