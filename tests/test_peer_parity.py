@@ -92,3 +92,23 @@ def test_the_gpu_divisions_stay_within_two_ulp_and_the_ieee_one_is_torchs():
         assert ulps <= 2, form
     with pytest.raises(ValueError, match="float32 CUDA"):
         gpu_division.divider("div_full")(a.double(), b.double())
+
+
+def test_recordings_of_one_configuration_each_merge_into_one_grid(tmp_path):
+    import json
+
+    from sagelib.studies import peer_views
+
+    def document(when, names):
+        return {"schema": "sagelib.peer-parity/1", "created_utc": when, "device": {"name": "H200"},
+                "rows": [_row(n, 1e-4, 1e-4) for n in names], "summary": peer_parity.summary(
+                    [_row(n, 1e-4, 1e-4) for n in names]),
+                "mask_probe": [{"config": n, "leak": 0.0, "finite": True} for n in names]}
+
+    (tmp_path / "a.json").write_text(json.dumps(document("2026-12-01T00:00:00Z", ["sage2-sm90", "sage2-sm89"])))
+    (tmp_path / "b.json").write_text(json.dumps(document("2026-12-02T00:00:00Z", ["sage2-sm90"])))
+    merged, where = peer_views.recorded_per_config(tmp_path)
+    assert list(merged["summary"]) == ["sage2-sm90", "sage2-sm89"] and len(merged["rows"]) == 2
+    assert "`a.json`" in where and "`b.json`" in where
+    (tmp_path / "empty").mkdir()
+    assert peer_views.recorded_per_config(tmp_path / "empty") == (None, None)

@@ -12,7 +12,7 @@ from sagelib.studies import plots
 
 def peer_parity_document(device: str, live: bool):
     """(document, where): a quick live grid when ``live`` and a peer configuration runs on ``device``, else
-    the newest recorded ``sagelib.peer-parity/1`` document (None when there is none)."""
+    the recordings (:func:`recorded_per_config`; None when there is none)."""
     if live and str(device).startswith("cuda"):
         from sagelib.backends import sage2
         from sagelib.measure import peer_parity, recordings
@@ -21,8 +21,27 @@ def peer_parity_document(device: str, live: bool):
         if configs:
             return peer_parity.run_grid(peer_parity.default_grid(quick=True), configs, progress=lambda _: None), \
                 "measured now (quick grid)"
-    document, path = documents.latest(schema=documents.PEER_PARITY.id)
-    return document, (f"recorded: `{path.name}`" if path else None)
+    return recorded_per_config()
+
+
+def recorded_per_config(directory=documents.RESULTS_DIR):
+    """(document, where): for each peer configuration, its rows and summary from the newest recorded
+    ``sagelib.peer-parity/1`` document that has it (a grid may be recorded one configuration per file), merged
+    into one document; (None, None) when nothing is recorded."""
+    found = documents.load_all(directory, documents.PEER_PARITY.id)
+    newest: dict[str, tuple[dict, object]] = {}
+    for document, path in found:  # oldest first: later recordings replace earlier ones per configuration
+        for name in document.get("summary", {}):
+            newest[name] = (document, path)
+    if not newest:
+        return None, None
+    merged = {**newest[next(iter(newest))][0], "rows": [], "summary": {}, "mask_probe": []}
+    for name, (document, _) in newest.items():
+        merged["rows"] += [r for r in document["rows"] if r["config"] == name]
+        merged["summary"][name] = document["summary"][name]
+        merged["mask_probe"] += [p for p in document.get("mask_probe", []) if p.get("config") == name]
+    files = sorted({path.name for _, path in newest.values()})
+    return merged, "recorded: " + ", ".join(f"`{name}`" for name in files)
 
 
 def show_peer_parity(results, device: str, live: bool):
