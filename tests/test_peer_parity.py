@@ -112,3 +112,12 @@ def test_recordings_of_one_configuration_each_merge_into_one_grid(tmp_path):
     assert "`a.json`" in where and "`b.json`" in where
     (tmp_path / "empty").mkdir()
     assert peer_views.recorded_per_config(tmp_path / "empty") == (None, None)
+
+
+def test_the_summary_text_reads_recordings_made_before_a_form_was_added():
+    """A recording from before a division form existed lacks its columns: the text shows what it has."""
+    s = peer_parity.summary([_row("sage2-sm90", 1e-4, 2e-5)])
+    older = {name: {k: v for k, v in values.items() if "ieee" not in k and "scales_exact" not in k}
+             for name, values in s.items()}
+    text = peer_parity.format_summary({"summary": older, "mask_probe": []})
+    assert "fast_math 0" in text and "ieee" not in text

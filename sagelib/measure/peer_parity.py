@@ -268,9 +268,11 @@ def format_summary(document: dict) -> str:
     lines.append("Q/K int8 codes differing from the real quantizers' (worst case), by the contract's division:")
     for name, s in document["summary"].items():
         if "qk_differ_max" in s:
+            forms = [f for f in (*APPROXIMATE_FORMS, "peer_division") if f"qk_differ_{f}_max" in s]
             lines.append(f"  {name:<26} contract {s['qk_differ_max']}  " + "  ".join(
-                f"{form} {s[f'qk_differ_{form}_max']} ({s[f'qk_scales_exact_{form}']} scales exact)"
-                for form in (*APPROXIMATE_FORMS, "peer_division"))
+                f"{form} {s[f'qk_differ_{form}_max']}" + (f" ({s[f'qk_scales_exact_{form}']} scales exact)"
+                                                          if f"qk_scales_exact_{form}" in s else "")
+                for form in forms)
                 + f"  (contract with the peer's divisions to real: {s['contract_peer_division_to_real_max']:.2e})")
     leaks = [p for p in document.get("mask_probe", []) if p["leak"] != 0.0 or not p["finite"]]
     lines.append(f"mask probe on the real kernels: {len(leaks)} of {len(document.get('mask_probe', []))} "
