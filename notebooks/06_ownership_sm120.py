@@ -171,8 +171,9 @@ display(plots.table(list(sm120_evidence.CONFIRM_OR_FALSIFY)))
 #   floor), the one change the card's ISA offers for it. Its accuracy cost is the contract's (notebook 00); it is
 #   SageAttention2's own choice on these cards.
 # * The built kernel already fits GB10: two CTAs per SM within 100 KB of shared memory and 64K registers, 48 KB
-#   per block at D=128 against 99 KB. At D=128 ptxas spills a few bytes for sm_121a (8 with the fp16 inner
-#   accumulator, 20 without), accepted in `kernels/check_baseline.json`.
+#   per block at D=128 against 99 KB. At D=128 the sm_120a/sm_121a build takes a register-lean key loop
+#   (`ATTN_LEAN` in `kernels/attn_mma.cu`): 255 registers and no spills with nvcc 13.0, where the sm_89 form
+#   spilled 8 (fp16 inner accumulator) and 20 bytes; what the lean loop costs in time needs a card.
 # * A producer warp would keep the built kernel's registers only at one CTA per SM (one math warp per
 #   scheduler), or give up 15 a thread at two. Ping-pong keeps 8 math warps per SM and halves the K/V bytes the
 #   L2 serves (about 800 GB/s at the floor for 128-row CTAs, three times the card's DRAM bandwidth, so those

@@ -9,7 +9,8 @@ from sagelib.errors import InputError
 from sagelib.measure.hardware import GB10
 from sagelib.studies import sm120, sm120_evidence
 
-#: ptxas for sm_121a as `sagelib kernels check` reported it (nvcc 13.0): registers, spill-store bytes
+#: ptxas for sm_121a as `sagelib kernels check` reported it (nvcc 13.0) before the lean D128 key loop: a fixture
+#: with spills, for how fit() reports them; registers, spill-store bytes
 PTXAS = {"attn_mma_kernel<128, false>": {"registers": 255, "spill_stores": 20},
          "attn_mma_kernel<128, true>": {"registers": 255, "spill_stores": 8},
          "attn_mma_kernel<64, false>": {"registers": 255, "spill_stores": 0},
