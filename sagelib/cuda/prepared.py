@@ -61,11 +61,9 @@ class _Driver:
     def __init__(self, lib):
         c = ctypes
         self.lib = lib
-        self.launch = lib.cuLaunchKernel
-        self.launch.argtypes = [c.c_void_p] + [c.c_uint] * 7 + [c.c_void_p, c.c_void_p, c.c_void_p]
-        self.launch.restype = c.c_int
-        #: the same entry point without argtypes, for arguments already held as ctypes objects (no conversion)
-        self.launch_converted = type(lib.cuLaunchKernel)(("cuLaunchKernel", lib))
+        #: cuLaunchKernel without argtypes: every argument is passed as a ctypes object converted once
+        #: (function, 3 grid and 3 block c_uint, shared memory c_uint, stream, kernelParams, extra)
+        self.launch_converted = lib.cuLaunchKernel
         self.launch_converted.restype = c.c_int
         self.memset = lib.cuMemsetD8Async
         self.memset.argtypes = [c.c_uint64, c.c_ubyte, c.c_size_t, c.c_void_p]

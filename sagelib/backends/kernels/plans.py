@@ -1,10 +1,10 @@
 """The fast host path of our attention backends: one plan per call signature, validated and packed once.
 
 An attention call on our kernels is three launches on the stream: quantize Q (the same launch clears the K/V
-quantizer's workspace and the tile counter: no memset launch), smooth and quantize K and V, attend. The general path (:func:`sagelib.backends.kernels.quantizers.prepare_for`
-and the kernels' ``run_attention``) validates the inputs, allocates every intermediate, encodes the Hopper
-kernel's three TMA descriptors and converts every launch argument on each call: 270-470 us of host time on the
-H200 (issue 33). A :class:`Plan` does that work once per *signature* -- the backend, the shapes, strides, dtype and
+quantizer's workspace and the tile counter: no memset launch), smooth and quantize K and V, attend. The general
+path (:func:`sagelib.backends.kernels.quantizers.prepare_for` and the kernels' ``run_attention``) validates the
+inputs, allocates every intermediate, encodes the Hopper kernel's three TMA descriptors and converts every launch
+argument on each call: 270-470 us of host time on the H200 (issue 33). A :class:`Plan` does that work once per *signature* -- the backend, the shapes, strides, dtype and
 device of q, k and v, the layout, causal mode and alignment, sm_scale, granularity, accumulation, cta_k and the
 CUDA stream -- and keeps the intermediates (quantized operands, scales, the workspace) and the prepared launches
 (:class:`sagelib.cuda.prepared.PreparedLaunch`) whose argument blocks name them. A call then checks the
