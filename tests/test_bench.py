@@ -521,3 +521,15 @@ def test_gpu_time_ms_times_a_device_call():
     ms = timing.time_ms(double, reps=7, warmup=2)
     assert len(calls) == 2 + 7 and math.isfinite(ms) and ms > 0
     assert bool((out == 2).all())
+
+
+def test_synced_and_host_records_fail_only_when_they_raise():
+    """synced and host rows time the calls their case's end_to_end row checked: an unchecked one is no failure
+    (on the H200 every `sagelib bench` with the user view exited 1 over them), an error still is."""
+    from sagelib.measure.bench import failed_records
+
+    ok = {"ok": True}
+    records = [{"mode": "end_to_end", "check": ok}, {"mode": "synced", "check": None}, {"mode": "host"},
+               {"mode": "kernel_only", "check": {"ok": False, "problem": "nan"}},
+               {"mode": "host", "error": "boom"}]
+    assert failed_records({"records": records}) == [records[3], records[4]]

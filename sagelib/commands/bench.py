@@ -238,14 +238,14 @@ def main(args) -> int:
 
 def _report(args, document, out) -> int:
     """Print the table, write ``out``, name every failed record; the exit status."""
-    from sagelib.measure.bench import format_table
+    from sagelib.measure.bench import failed_records, format_table
     from sagelib.records import documents
 
     print(format_table(document))
     if out:
         documents.write_json(document, out)
         print(f"sagelib bench: wrote {out}")
-    failed = [r for r in document["records"] if r.get("error") or not (r.get("check") or {}).get("ok")]
+    failed = failed_records(document)
     for r in failed:
         print(f"sagelib bench: FAILED {r['backend']} {r['mode']}: "
               f"{r.get('error') or (r.get('check') or {}).get('problem')}", file=sys.stderr)

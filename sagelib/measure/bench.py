@@ -62,6 +62,14 @@ PEERS = ("sage2-sm90", "sage2-sm89", "sage2-sm89-per-warp-fp16", "sdpa-flash", "
 #: end_to_end: back to back (CUDA events); kernel_only: inputs quantized ahead; synced: end to end with a sync after
 #: each call (the GPU waits for the host); host: the host time to enqueue one call (stats in ms, no TOPS)
 MODES = ("end_to_end", "kernel_only", "synced", "host")
+#: modes that time the calls the case's end_to_end record already checked: no output check of their own
+UNCHECKED_MODES = ("synced", "host")
+
+
+def failed_records(document: dict) -> list[dict]:
+    """The records that raised, or whose output check did not pass (modes with no check of their own aside)."""
+    return [r for r in document["records"] if r.get("error")
+            or (r["mode"] not in UNCHECKED_MODES and not (r.get("check") or {}).get("ok"))]
 
 
 def parse_causal(text: str) -> list[bool]:
