@@ -279,10 +279,14 @@ def test_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, 
 LEAN_KEY_LOOP = ("-DATTN_LEAN=1",)
 
 
-def _lean_attention(q, k, v, preset="sm89", return_lse=False, **options):
-    """mma.attention with the kernel built with LEAN_KEY_LOOP."""
+def _lean_attention(q, k, v, causal=False, sm_scale=None, layout="HND", preset="sm89", granularity="per_thread",
+                    pv_accum="fp32+fp32", return_lse=False, **options):
+    """mma.attention with the kernel built with LEAN_KEY_LOOP (the call's own keywords go to prepare by name;
+    checked_options takes only the contract's extra options)."""
     options = operands.checked_options(mma.MMA_TARGET, preset, options)
-    return mma.run_attention(mma.prepare(q, k, v, **options), return_lse=return_lse, build_options=LEAN_KEY_LOOP)
+    prepared = mma.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
+                           pv_accum=pv_accum, **options)
+    return mma.run_attention(prepared, return_lse=return_lse, build_options=LEAN_KEY_LOOP)
 
 
 @gpu
