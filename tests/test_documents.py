@@ -52,3 +52,21 @@ def test_load_all_and_schema_of(tmp_path):
 
 def test_finite_only_counts_what_it_replaced():
     assert documents.finite_only({"a": [1.0, float("nan")], "b": float("inf")}) == ({"a": [1.0, None], "b": None}, 2)
+
+
+def test_latest_skips_runs_with_the_hopper_paths_off_unless_asked(tmp_path):
+    """A `gpu-run --no-hopper` recording lacks the Hopper rows: the notebooks' recorded views keep the newest run
+    with them on; asked for, the newest with them off."""
+    import json
+
+    from sagelib.records import documents
+
+    def write(name, when, **fields):
+        (tmp_path / name).write_text(json.dumps({"schema": documents.BENCH.id, "created_utc": when, **fields}))
+
+    write("a-performance.json", "2026-12-01T00:00:00Z", command="sagelib gpu-run --record a")
+    write("b-performance.json", "2026-12-02T00:00:00Z", command="sagelib gpu-run --no-hopper --record b")
+    write("c-performance.json", "2026-12-03T00:00:00Z", hopper_paths="off (SAGELIB_HOPPER=off)")
+    assert documents.latest(tmp_path, stem="performance")[1].name == "a-performance.json"
+    assert documents.latest(tmp_path, stem="performance", hopper_off=True)[1].name == "c-performance.json"
+    assert documents.latest(tmp_path, stem="performance", hopper_off=None)[1].name == "c-performance.json"

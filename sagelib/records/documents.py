@@ -99,13 +99,22 @@ def load_all(directory: str | Path = RESULTS_DIR, schema: str | tuple[str, ...] 
 
 
 def latest(directory: str | Path = RESULTS_DIR, schema: str = BENCH.id,
-           stem: str | None = None) -> tuple[dict | None, Path | None]:
+           stem: str | None = None, hopper_off: bool | None = False) -> tuple[dict | None, Path | None]:
     """The most recent recording of ``schema`` (by its ``created_utc``), or (None, None).
 
     ``stem`` picks one kind of recording by its file name (``performance`` for notebook 04's sweep).
+    ``hopper_off``: only recordings of runs with the Hopper paths off (True), only the others (False, the
+    default: a run with them off stands for a card without wgmma and lacks the Hopper rows), or any (None).
     """
-    found = load_all(directory, schema, stem)
+    found = [item for item in load_all(directory, schema, stem)
+             if hopper_off is None or recorded_with_hopper_off(item[0]) == hopper_off]
     return found[-1] if found else (None, None)
+
+
+def recorded_with_hopper_off(document: dict) -> bool:
+    """Whether ``document`` was recorded with the Hopper paths off (``sagelib gpu-run --no-hopper``)."""
+    said = [document.get("hopper_paths"), (document.get("environment") or {}).get("hopper_paths")]
+    return any(str(s).startswith("off") for s in said if s) or "--no-hopper" in str(document.get("command", ""))
 
 
 def newest_file(stem: str, suffix: str, directory: str | Path = RESULTS_DIR) -> Path | None:

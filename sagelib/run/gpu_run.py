@@ -139,7 +139,8 @@ def run_documents(run_dir: Path, command: str, annotations: list[str]) -> dict[s
     for notebook in run["notebooks"]:
         results = run_dir / notebook["name"] / "results.json"
         notebook["results"] = _load(results) if results.exists() else None
-    common = {"command": command, "annotations": annotations}
+    common = {"command": command, "annotations": annotations,
+              "hopper_paths": environment.get("hopper_paths", "on")}  # "off (...)" for a --no-hopper run
     out = {"": {"schema": RUN_SCHEMA, "created_utc": created, **common, "device": {"name": card},
                 "environment": environment, "run": run}}
     # the notebooks by their names' ends: runs recorded before the renumbering call them 03_performance, 04_profile
