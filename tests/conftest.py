@@ -65,12 +65,17 @@ class _Runs:
         log = open(self.base / f"worker-{len(self.workers)}.log", "w")
         self.workers.append(subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("notebook_worker.py")), str(self.base / "plan.json")],
-            cwd=paths.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT))
+            cwd=paths.REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     def stop(self):
+        """Ends the workers still running and what they started (a notebook's kernel, nvcc): each worker leads a
+        process group of its own."""
+        import os
+        import signal
+
         for worker in self.workers:
             if worker.poll() is None:
-                worker.kill()
+                os.killpg(worker.pid, signal.SIGKILL)
                 worker.wait()
 
 
