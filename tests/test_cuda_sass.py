@@ -200,17 +200,27 @@ def test_fingerprint_against_a_file_it_cannot_read_is_a_usage_error(tmp_path, ca
 @needs_tools
 @pytest.mark.slow
 def test_fingerprints_are_reproducible_and_a_changed_one_is_named(tmp_path, capsys, monkeypatch):
-    """Two builds of the same source hash alike; the file compared against itself is all identical, and a
-    build whose code differs (here: another file's fingerprints under the same keys) is not."""
-    out = tmp_path / "fp.json"
-    argv = ["kernels", "fingerprint", "--kernel", "attn_sm90.cu"]
-    assert cli.main([*argv, "--json", str(out)]) == 0
+    """Every instance of the Hopper attention kernel is fingerprinted (its build is the one the session's other
+    tests make, through the kernel cache). Two builds of the same source hash alike: the Hopper building blocks
+    (hopper_smoke.cu, four small sm_90a kernels, so the second nvcc run costs seconds, not the attention kernel's
+    half minute) built again in an empty cache; the file compared against itself is all identical, and a build
+    whose code differs (here: another file's fingerprints under the same keys) is not."""
+    out = tmp_path / "attn.json"
+    assert cli.main(["kernels", "fingerprint", "--kernel", "attn_sm90.cu", "--json", str(out)]) == 0
     found = json.loads(out.read_text())["fingerprints"]
     assert set(found) == {f"attn_sm90.cu: {name}@sm_90a" for name in sass.check.INSTANCES["attn_sm90.cu"]}
+    assert len(set(found.values())) == len(found)  # every instance is its own code
+    out = tmp_path / "fp.json"
+    argv = ["kernels", "fingerprint", "--kernel", "hopper_smoke.cu"]
+    assert cli.main([*argv, "--json", str(out)]) == 0
+    found = json.loads(out.read_text())["fingerprints"]
+    assert set(found) == {f"hopper_smoke.cu: {name}@sm_90a" for name in sass.check.INSTANCES["hopper_smoke.cu"]}
+    assert len(set(found.values())) == len(found)  # the swap below changes every entry
     capsys.readouterr()
     monkeypatch.setenv("SAGELIB_KERNEL_CACHE", str(tmp_path / "fresh-cache"))  # the second build runs nvcc again
     assert cli.main([*argv, "--against", str(out)]) == 0
     assert f"{len(found)} of {len(found)} instance x arch builds identical" in capsys.readouterr().out
+    assert list((tmp_path / "fresh-cache" / "nvcc").glob("*.cubin"))  # it did build afresh
     swapped = dict(zip(found, reversed(list(found.values()))))
     (tmp_path / "swapped.json").write_text(json.dumps({"fingerprints": swapped}))
     assert cli.main([*argv, "--against", str(tmp_path / "swapped.json")]) == 1
