@@ -60,7 +60,7 @@ $(LAB_STAMP): $(SAGELIB_STAMP)
 run: $(SAGELIB_STAMP)
 	@profile='$(PROFILE)'; \
 	if [ -z "$$profile" ]; then \
-	  profile=$$($(BIN)/python -c 'from sagelib.run.runner import default_profile; print(default_profile())'); \
+	  profile=$$($(BIN)/python -c 'from sagelib.run.parameters import default_profile; print(default_profile())'); \
 	fi; \
 	echo "$(BIN)/sagelib run --profile $$profile $(RUN_ARGS)"; \
 	$(BIN)/sagelib run --profile "$$profile" $(RUN_ARGS)

@@ -107,3 +107,15 @@ def test_the_readme_python_example_runs_on_a_cpu(capsys):
     exec(compile(example.replace("1024", "128"), "README.md", "exec"), {})  # a shorter N, the same calls
     printed = float(capsys.readouterr().out.split()[-1])
     assert 0.0 < printed < 0.1, f"the README example's relative L1 is {printed}, not the small error it promises"
+
+
+def test_the_makefiles_python_one_liners_import():
+    """`make run` picks its profile with a python -c one-liner; a name that moved made it print a traceback and
+    run with an empty --profile. Each `from X import Y` in the Makefile must resolve."""
+    import importlib
+
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.findall(r"from (sagelib[\w.]*) import (\w+)", makefile)
+    assert found, "the Makefile no longer picks the profile with sagelib: update this test"
+    for module, name in found:
+        assert hasattr(importlib.import_module(module), name), f"Makefile: {module} has no {name}"
