@@ -404,3 +404,18 @@ def test_kernel_check_flags_a_stray_python3_kernelspec(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))  # searched before the environment's own folder
     warning = execute.kernel_warning()
     assert warning and "/opt/other/bin/python" in warning
+
+
+@pytest.mark.skipif(sys.platform.startswith("win"), reason="Unix sockets")
+def test_notebook_kernels_talk_over_their_own_unix_sockets():
+    """Two kernels started at once over TCP can pick the same free port (the loser never answers); each kernel
+    papermill starts here gets its own socket folder instead, removed with its sockets."""
+    from sagelib.run.execute import kernel_manager_class
+
+    managers = [kernel_manager_class()(kernel_name="python3") for _ in range(2)]
+    assert all(m.transport == "ipc" for m in managers)
+    folders = [Path(m.ip).parent for m in managers]
+    assert folders[0] != folders[1] and all(f.is_dir() for f in folders)
+    for m, folder in zip(managers, folders):
+        m.cleanup_ipc_files()
+        assert not folder.exists()

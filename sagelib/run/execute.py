@@ -17,6 +17,39 @@ from sagelib.run.notebooks import Notebook, read_notebook
 KERNEL_NAME = "python3"
 
 
+def kernel_manager_class():
+    """The kernel manager papermill starts each notebook's kernel with: jupyter_client's, talking over Unix
+    sockets in a private temporary folder where the platform has them (not Windows).
+
+    Over TCP each kernel picks five free ports by binding to port 0 and letting go before the kernel binds them;
+    two kernels started at once (the tests run notebooks in two processes) can pick the same port, and the loser
+    never answers ("Kernel didn't respond in 60 seconds", ZMQ "Address already in use"). Socket files cannot
+    collide: each kernel gets its own folder."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    if sys.platform.startswith("win"):
+        return AsyncKernelManager
+
+    class UnixSocketKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            import tempfile
+
+            folder = Path(tempfile.mkdtemp(prefix="sagelib-kernel-"))
+            kwargs.setdefault("transport", "ipc")
+            kwargs.setdefault("ip", str(folder / "kernel"))
+            super().__init__(**kwargs)
+            self._socket_folder = folder
+
+        def cleanup_ipc_files(self) -> None:
+            super().cleanup_ipc_files()
+            try:
+                self._socket_folder.rmdir()
+            except OSError:  # something else is still in it: leave it
+                pass
+
+    return UnixSocketKernelManager
+
+
 DEFAULT_CELL_TIMEOUT_S = 600
 
 
@@ -94,6 +127,7 @@ def execute_notebook(
             execution_timeout=cell_timeout_s,
             progress_bar=progress_bar,
             request_save_on_cell_execute=True,
+            kernel_manager_class=kernel_manager_class(),
             # Kernel machinery warnings (e.g. ipykernel's note about plain TCP on
             # localhost) are noise here; the notebook's own warnings still reach its outputs.
             extra_arguments=["--IPKernelApp.log_level=ERROR"],
