@@ -146,3 +146,23 @@ def test_relative_output_dir_is_taken_from_the_repository_root(tmp_path, monkeyp
     finally:
         results.path.unlink()
         results.path.parent.rmdir()
+
+
+def test_in_a_kernel_a_figure_is_shown_once_from_its_file_and_closed(tmp_path, monkeypatch):
+    """Inside a Jupyter kernel the saved PNG is displayed and the figure closed, so the inline backend does not
+    draw it again; outside one (here, plain pytest) the figure stays open."""
+    import IPython
+    import IPython.display
+    import matplotlib.pyplot as plt
+
+    shown = []
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    Results("00_demo", tmp_path).figure(fig, "outside")
+    assert plt.fignum_exists(fig.number)
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: type("Shell", (), {"kernel": object()})())
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    path = Results("00_demo", tmp_path).figure(fig, "inside")
+    assert not plt.fignum_exists(fig.number)
+    assert len(shown) == 1 and shown[0].data == path.read_bytes()

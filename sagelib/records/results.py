@@ -139,10 +139,12 @@ class Results:
         self._values[key] = to_json(value, key)
         self._write()
 
-    def figure(self, fig: Any, name: str, dpi: int = 120) -> Path:
+    def figure(self, fig: Any, name: str, dpi: int = 100) -> Path:
         """Save a matplotlib figure as ``figures/<name>.png``, list it, and return its path.
 
-        The figure is left open, so the notebook still shows it inline.
+        Inside a Jupyter kernel the saved PNG is shown in the notebook right here and the figure is closed, so
+        the inline backend does not draw it a second time (each draw with a tight bounding box costs two renders;
+        the figures were half of a notebook run's time). Elsewhere the figure is left open.
         """
         stem = name.removesuffix(".png") if isinstance(name, str) else ""
         if not _FIGURE_NAME.match(stem):
@@ -160,6 +162,7 @@ class Results:
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
         self._figures[stem] = f"{FIGURES_DIR}/{stem}.png"
         self._write()
+        _show_saved(fig, path)
         return path
 
     def as_dict(self) -> dict[str, Any]:
@@ -188,3 +191,19 @@ def load_results(output_dir: str | os.PathLike) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return json.loads(path.read_text())
+
+
+def _show_saved(fig: Any, path: Path) -> None:
+    """In a Jupyter kernel: display the PNG at ``path`` and close ``fig`` (the inline backend would redraw it)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return
+    import matplotlib.pyplot as plt
+    from IPython.display import Image, display
+
+    display(Image(filename=str(path)))
+    plt.close(fig)
