@@ -51,6 +51,7 @@ from sagelib.measure.timing import (
 )
 from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
+from sagelib.records.provenance import environment_or_reason
 
 SCHEMA = documents.BENCH.id
 
@@ -219,20 +220,6 @@ def device_summary(device: torch.device) -> dict:
         "sm_count": props.multi_processor_count, "l2_bytes": l2_bytes(device),
         "memory_bytes": props.total_memory,
     }
-
-
-def environment_or_reason() -> dict:
-    """:func:`sagelib.records.provenance.environment`, or a note of why it could not be taken."""
-    try:
-        from sagelib.records.provenance import environment, print_dirty_tree_hint
-    except ImportError as exc:
-        return {"missing": {"environment": f"sagelib.records.provenance not importable: {exc}"}}
-    try:
-        env = environment()
-        print_dirty_tree_hint(env)
-        return env
-    except Exception as exc:  # provenance must never sink a benchmark
-        return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
 
 
 def sweep_cases(plan: SweepPlan) -> list[tuple[str, Shape, bool]]:

@@ -17,10 +17,10 @@ from sagelib.measure import distribute
 from sagelib.measure.bench import (
     SweepPlan,
     bench_case,
-    environment_or_reason,
     sweep_cases,
     sweep_document,
 )
+from sagelib.records.provenance import environment_or_reason
 
 
 def _device(device_type: str):

@@ -132,17 +132,10 @@ def host_overhead(device: torch.device, backends: Sequence[str] = HOST_BACKENDS,
                            "synced_loss": 1 - back / sync})
     return {"schema": SCHEMA,
             "created_utc": utc_stamp(), "device": torch.cuda.get_device_name(device),
-            "environment": _environment(),  # the source commit, the GPU, driver and packages
+            "environment": provenance.environment_or_reason(),  # the source commit, the GPU, driver and packages
             "protocol": {"batches": batches, "calls": calls, "dtype": str(dtype), "layout": "HND",
                          "timing": {"warmup": timing.warmup, "reps": timing.reps}},
             "host": host, "synced": synced}
-
-
-def _environment() -> dict:
-    try:
-        return provenance.environment()
-    except Exception as exc:  # provenance must never sink a measurement
-        return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from sagelib.measure.hardware import H200
-from sagelib.records import documents
+from sagelib.records import documents, provenance
 from sagelib.records.datafile import utc_stamp
 
 CHAINS = 8  # independent chains per thread in microbench.cu
@@ -170,11 +170,9 @@ def latest_recording():
 
 def document(rates: list[Rate], command: str, annotations: tuple[str, ...] = ()) -> dict:
     """A recording of ``rates`` (schema :data:`SCHEMA`), as :func:`latest_recording` reads it back."""
-    from sagelib.measure import bench
-
     return {"schema": SCHEMA, "created_utc": utc_stamp(), "command": command,
             "device": {"name": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"},
-            "environment": bench.environment_or_reason(),
+            "environment": provenance.environment_or_reason(),
             "annotations": ["rates are per SM clock, from one CTA per SM counting its own clock64 cycles "
                             "(kernels/microbench*.cu)", *annotations],
             "rates": [asdict(r) for r in rates]}

@@ -219,7 +219,8 @@ def mask_rows(name: str) -> list[dict]:
 
 def run_grid(cases: list[PeerCase], configs: list[str], seed: int = 0, progress=print) -> dict:
     """Every case under every configuration that runs here, plus the mask probe; the document to record."""
-    from sagelib.measure.bench import device_summary, environment_or_reason
+    from sagelib.measure.bench import device_summary
+    from sagelib.records.provenance import environment_or_reason
 
     rows, probes = [], []
     for name in configs:

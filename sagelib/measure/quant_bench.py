@@ -15,6 +15,7 @@ from sagelib.backends.kernels import mma, operands, quantizers
 from sagelib.contract.quantize import n_k_groups, n_q_groups
 from sagelib.measure import bench, timing
 from sagelib.measure import recordings as bench_records
+from sagelib.records import provenance
 from sagelib.records.datafile import utc_stamp
 
 #: The timer, re-exported: A/B scripts import it from here (``from sagelib.measure.quant_bench import time_ms``).
@@ -79,7 +80,8 @@ def measure(shapes=SHAPES, *, command: str) -> dict:
     """The copy bandwidth and :func:`quantizer_rows` of every shape, as a :data:`SCHEMA` document."""
     device = torch.device("cuda")
     return {"schema": SCHEMA, "created_utc": utc_stamp(),
-            "command": command, "device": bench.device_summary(device), "environment": bench.environment_or_reason(),
+            "command": command, "device": bench.device_summary(device),
+            "environment": provenance.environment_or_reason(),
             "copy_tb_s": copy_bandwidth(), "rows": [row for shape in shapes for row in quantizer_rows(shape)]}
 
 

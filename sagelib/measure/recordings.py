@@ -17,7 +17,7 @@ from pathlib import Path
 from sagelib import inputs, paths
 from sagelib.errors import InputError
 from sagelib.measure import bench, timing
-from sagelib.records import documents
+from sagelib.records import documents, provenance
 from sagelib.records.datafile import utc_stamp
 from sagelib.records.documents import RESULTS_DIR, load_all, resolve, write_json
 
@@ -161,7 +161,7 @@ def profile_backends(names, shape: str, *, causal: bool, mode: str = "end_to_end
         "tool": {"ncu": ncu.version, "path": ncu.path, "reason": ncu.reason, "clock_control": "none"},
         "device": (bench.device_summary(torch.device("cuda")) if torch.cuda.is_available()
                    else {"type": "cpu", "name": "cpu"}),
-        "environment": bench.environment_or_reason(),
+        "environment": provenance.environment_or_reason(),
         "profiles": profiles,
     }
 

@@ -239,3 +239,14 @@ def print_dirty_tree_hint(env: dict) -> None:
     if hint and not _hinted:
         _hinted = True
         print(hint, file=sys.stderr)
+
+
+def environment_or_reason() -> dict:
+    """:func:`environment`, with the dirty-tree hint printed once, or a note of why it could not be taken: the
+    environment every measurement document carries; taking it must never sink the measurement."""
+    try:
+        env = environment()
+        print_dirty_tree_hint(env)
+        return env
+    except Exception as exc:
+        return {"missing": {"environment": f"provenance.environment() failed: {type(exc).__name__}: {exc}"}}
