@@ -9,13 +9,10 @@ view re-rendered, so that only the committed version can tell.
 import hashlib
 import json
 import multiprocessing
-import os
-import signal
 import subprocess
-import sys
-import time
 
 import pytest
+from killed_writer import kill_mid_append
 
 from sagelib.records import ledger, log_view
 
@@ -216,20 +213,9 @@ def test_repairs_in_one_second_keep_every_torn_line(tmp_path):
 def test_a_killed_writer_leaves_a_log_that_says_so_and_repairs(tmp_path):
     log = tmp_path / "log.jsonl"
     ledger.append(fields("a"), log)
-    size = log.stat().st_size
     code = ("import sys, json; from sagelib.records import ledger; "
             "ledger.append(json.loads(sys.argv[2]), sys.argv[1])")
-    env = {**os.environ, ledger.PAUSE_MID_APPEND_ENV: "60"}
-    writer = subprocess.Popen([sys.executable, "-c", code, str(log), json.dumps(fields("doomed"))], env=env,
-                              cwd=ledger.REPO_ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        while log.stat().st_size == size and time.monotonic() < deadline and writer.poll() is None:
-            time.sleep(0.02)
-        assert log.stat().st_size > size, "the writer never wrote its partial line"
-    finally:
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
+    kill_mid_append(code, [str(log), json.dumps(fields("doomed"))], log, cwd=ledger.REPO_ROOT, wait_s=60)
     report = ledger.verify(log)
     assert [p.kind for p in report.problems] == ["torn"]
     with pytest.raises(ledger.LedgerError, match="refusing to append"):

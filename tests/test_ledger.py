@@ -7,15 +7,11 @@ Expected hashes are computed here with hashlib/json, not with the code under tes
 import hashlib
 import json
 import multiprocessing
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from killed_writer import kill_mid_append
 
 from sagelib.records import ledger, log_schema
 
@@ -263,21 +259,10 @@ def test_torn_last_line_is_reported_refused_and_repaired(tmp_path):
 
 def test_killed_writer_leaves_a_verifiable_log(tmp_path):
     path = make_log(tmp_path, 3)
-    size = path.stat().st_size
     code = ("import sys; from sagelib.records import ledger; "
             "sys.path.insert(0, sys.argv[2]); from test_ledger import fields; "
             "ledger.append(fields('doomed'), sys.argv[1])")
-    env = {**os.environ, ledger.PAUSE_MID_APPEND_ENV: "60"}
-    writer = subprocess.Popen([sys.executable, "-c", code, str(path), str(Path(__file__).parent)],
-                              cwd=REPO, env=env)
-    try:
-        deadline = time.monotonic() + 30
-        while path.stat().st_size == size and time.monotonic() < deadline and writer.poll() is None:
-            time.sleep(0.05)
-        assert path.stat().st_size > size, "the writer never wrote its partial line"
-    finally:
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
+    kill_mid_append(code, [str(path), str(Path(__file__).parent)], path, cwd=REPO, wait_s=30)
     report = ledger.verify(path)
     assert kinds(report) == [("torn", 4)]
     assert report.records == 3
