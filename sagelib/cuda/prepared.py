@@ -65,9 +65,6 @@ class _Driver:
         #: (function, 3 grid and 3 block c_uint, shared memory c_uint, stream, kernelParams, extra)
         self.launch_converted = lib.cuLaunchKernel
         self.launch_converted.restype = c.c_int
-        self.memset = lib.cuMemsetD8Async
-        self.memset.argtypes = [c.c_uint64, c.c_ubyte, c.c_size_t, c.c_void_p]
-        self.memset.restype = c.c_int
 
     def make_current(self, device_index: int) -> None:
         """Make ``device_index``'s primary context current on this thread (a thread torch never ran CUDA on)."""
@@ -181,17 +178,3 @@ class PreparedLaunch:
 def run_spec_args(spec: LaunchSpec, args: tuple) -> None:
     launch(spec.function, spec.grid, spec.block, args, shared_mem=spec.shared_mem, name=spec.name)
 
-
-def zero_async(tensor, stream: int, device_index: int, direct: bool) -> None:
-    """Zero ``tensor``'s bytes on ``stream`` (one driver memset, or torch's ``zero_`` on the general path)."""
-    if not direct:
-        tensor.zero_()
-        return
-    d = _DRIVER[0]
-    nbytes = tensor.numel() * tensor.element_size()
-    status = d.memset(tensor.data_ptr(), 0, nbytes, stream)
-    if status == CUDA_ERROR_INVALID_CONTEXT:
-        d.make_current(device_index)
-        status = d.memset(tensor.data_ptr(), 0, nbytes, stream)
-    if status:
-        raise KernelLaunchError(f"workspace memset of {nbytes} bytes failed (CUresult {status})")

@@ -37,7 +37,7 @@ from sagelib.backends.kernels.quantizers import (
     operand_specs,
 )
 from sagelib.contract.validate import to_hnd
-from sagelib.cuda.prepared import PreparedLaunch, direct_launches, zero_async
+from sagelib.cuda.prepared import PreparedLaunch, direct_launches
 
 #: plans kept (least recently used dropped first; those made under graph capture are kept always)
 MAX_PLANS = 32
@@ -113,7 +113,7 @@ class Plan:
         else:  # the general launcher: tensors (HND views) in place of addresses
             layout = self.layout
             out = torch.empty(self.out_shape, dtype=self.dtype, device=self.device)
-            zero_async(self.scratch, stream, index, self.direct)
+            self.scratch.zero_()  # on the direct path the Q quantizer's launch clears it
             self.quant_q(stream, index, to_hnd(q, layout))
             self.quant_kv(stream, index, to_hnd(k, layout), to_hnd(v, layout))
             self.attend(stream, index, to_hnd(out, layout))
