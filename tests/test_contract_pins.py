@@ -16,6 +16,7 @@ and reciprocal forms of V's multiplier agree (the V quantizer is changing; pin 5
 import numpy as np
 import pytest
 import torch
+from exact_float32 import fma32
 
 from sagelib import contract
 
@@ -77,13 +78,13 @@ def k_mean(k, dtype):
 
 
 def quantize_triton(x, group):
-    """Stage 2, triton flavour: scale = amax * fl32(1/127) + 1e-7; trunc(x / scale + 0.5 sign)."""
+    """Stage 2, triton flavour: scale = fma(amax, fl32(1/127), 1e-7); trunc(x / scale + 0.5 sign)."""
     x = np.asarray(x, F32)
     values, scales = np.zeros(x.shape), {}
     for g in np.unique(group):
         rows = group == g
         amax = F32(np.abs(x[rows]).max())
-        scales[int(g)] = scale = F32(F32(amax * F32(1 / 127)) + F32(1e-7))
+        scales[int(g)] = scale = fma32(amax, F32(1 / 127), F32(1e-7))
         ratio = x[rows] / scale  # float32, correctly rounded
         half = np.where(ratio >= 0, F32(0.5), F32(-0.5))
         values[rows] = np.clip(np.trunc(ratio + half), -128, 127)

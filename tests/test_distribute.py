@@ -12,6 +12,7 @@ import pytest
 from sagelib import cli
 from sagelib.errors import KernelUnavailable, UsageError
 from sagelib.measure import distribute
+from sagelib.measure.bench import failed_records
 
 distributed = pytest.importorskip("distributed", reason="the Dask tests need distributed (the test extra has it)")
 
@@ -247,7 +248,10 @@ def test_bench_on_one_gpu_through_dask_records_what_the_in_process_run_does(tmp_
     assert cli.main([*argv, "--gpus", "1", "--out", str(tmp_path / "spread.json")]) == 0
     assert "dask: 1 GPU worker(s), dashboard" in capsys.readouterr().err
     alone, spread = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("alone", "spread"))
-    cases = lambda d: [(r["backend"], r["mode"], r["shape"], r["causal"], r["check"]["ok"]) for r in d["records"]]  # noqa: E731
-    assert cases(spread) == cases(alone) and all(ok for *_, ok in cases(alone))
+    # synced and host rows time calls their end_to_end row checked: they carry no check of their own
+    cases = lambda d: [(r["backend"], r["mode"], r["shape"], r["causal"], (r.get("check") or {}).get("ok"))  # noqa: E731
+                       for r in d["records"]]
+    assert cases(spread) == cases(alone) and not failed_records(alone) and not failed_records(spread)
+    assert any(ok for *_, ok in cases(alone))
     assert spread["device"] == alone["device"] and spread["plan"] == alone["plan"]
     assert all(r["stats"]["median_ms"] > 0 for r in spread["records"])

@@ -206,7 +206,8 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
   const int n_local = groups_per_tile<ROWS>(geo);
   if (tid < (u32)n_local) {
     // The contract (quantize_groups): "amax / 127" is amax times fl32(1/127), as GPU
-    // code divides by a constant; "127 / amax" is correctly rounded.
+    // code divides by a constant (fused with the triton flavour's + 1e-7, as ptxas
+    // compiles the real Triton quantizer); "127 / amax" is correctly rounded.
     const float inv127 = __uint_as_float(0x3c010204u);  // fl32(1 / 127)
     float amax = __uint_as_float(sm.amax[tid]);
     sm.amax[tid] = 0u;  // ready for the next tile
@@ -216,7 +217,7 @@ SAGE_DEVICE void quantize_tile_int8(const u32x4 (&raw)[4], const float (&km)[8],
       scale = __fmul_rn(amax, inv127);
       mult = __fdiv_rn(127.0f, amax);
     } else {
-      scale = __fadd_rn(__fmul_rn(amax, inv127), 1e-7f);
+      scale = __fmaf_rn(amax, inv127, 1e-7f);
       mult = __fdiv_rn(1.0f, scale);
     }
     sm.scale[tid] = scale;

@@ -55,7 +55,7 @@ def mma_accumulator_for(preset: str, target: str | None) -> str:
         raise ValueError(f"target: the {preset} preset's kernels run on {runs_on}, got {target!r}; "
                          f"use preset='sm89' (mma.sync) on {target}") from None
 
-#: `triton` flavour: scale = amax / 127 + TRITON_SCALE_EPS.
+#: `triton` flavour: scale = fma(amax, fl32(1/127), TRITON_SCALE_EPS), rounded once.
 TRITON_SCALE_EPS = 1e-7
 #: `cuda` flavour: amax starts at CUDA_AMAX_INIT (so an empty group has this amax).
 CUDA_AMAX_INIT = 1e-7

@@ -41,11 +41,10 @@ SCHEMA = documents.PEER_PARITY.id
 BARS = {"sage2-sm90": 3e-4, "sage2-sm89": 1e-4, "sage2-sm89-per-warp-fp16": 1e-3}
 LSE_BARS = {"fp16": 5e-3, "bf16": 8e-2}
 #: how the peer's quantizers divide at each of the contract's division sites: its CUDA quantizer (per_warp) is
-#: built with --use_fast_math; its per_thread quantizer is a Triton kernel, whose fp32 ``/`` is taken as
-#: ``div.full.f32`` (the qk columns of every form say whether the data agree)
-PEER_DIVISIONS = {"cuda_multiplier": "fast_math", "triton_ratio": "div_full", "triton_scale": "div_full"}
-#: the divisions tried in the contract's place at every site (``ieee``: a true division everywhere, also for the
-#: triton flavour's amax / 127, which the contract multiplies by fl32(1/127))
+#: built with --use_fast_math; its per_thread quantizer is a Triton kernel, whose fp32 ``/`` is ``div.full.f32``
+#: in its PTX (the qk columns of every form say whether the data agree)
+PEER_DIVISIONS = {"cuda_multiplier": "fast_math", "triton_ratio": "div_full"}
+#: the divisions tried in the contract's place at every site (``ieee``: a true division everywhere)
 APPROXIMATE_FORMS = ("ieee", "fast_math", "div_full", "div_approx")
 
 
