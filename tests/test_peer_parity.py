@@ -49,7 +49,18 @@ def _row(config, contract, ours, passed=True):
             "ours_lse_to_real": 2e-3, "q_int8_exact": True, "k_int8_exact": True, "v_bytes_differ": 3,
             "contract_passed": passed, "ours_passed": True, "q_int8_differ": 2, "k_int8_differ": 1,
             **{f"qk_int8_differ_{form}": 0 for form in (*peer_parity.APPROXIMATE_FORMS, "peer_division")},
+            "q_scale_exact": True, "k_scale_exact": True, "qk_scale_exact_peer_division": True,
             "contract_peer_division_to_real": contract / 2}
+
+
+def test_the_qk_stage_passes_when_the_codes_agree_once_the_contract_divides_as_the_gpu_does():
+    row = _row("sage2-sm89-per-warp-fp16", 5e-4, 5e-4)  # 3 codes differ with the exact division, 0 with the GPU's
+    assert peer_parity.qk_exact_with_gpu_division(row)
+    assert not peer_parity.qk_exact_with_gpu_division({**row, "qk_int8_differ_peer_division": 1})
+    assert not peer_parity.qk_exact_with_gpu_division({**row, "k_scale_exact": False})
+    assert not peer_parity.qk_exact_with_gpu_division({**row, "qk_scale_exact_peer_division": False})
+    older = {k: v for k, v in row.items() if k != "qk_scale_exact_peer_division"}  # recorded before the column
+    assert not peer_parity.qk_exact_with_gpu_division(older)
 
 
 def test_the_summary_takes_the_worst_case_of_each_configuration():
@@ -62,6 +73,9 @@ def test_the_summary_takes_the_worst_case_of_each_configuration():
     assert "sage2-sm90" in text and "1 of 1" in text
     assert s["sage2-sm90"]["qk_differ_max"] == 3 and s["sage2-sm90"]["qk_differ_fast_math_max"] == 0
     assert "peer_division 0" in text
+    assert s["sage2-sm90"]["qk_exact"] and s["sage2-sm90"]["qk_exact_gpu_division"] and "yes/yes" in text
+    older = {name: {k: v for k, v in c.items() if k != "qk_exact_gpu_division"} for name, c in s.items()}
+    assert "yes/?" in peer_parity.format_summary({"summary": older, "mask_probe": []})
 
 
 def test_the_command_without_the_peer_exits_3_and_names_the_build(capsys):
