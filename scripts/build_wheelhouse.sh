@@ -20,7 +20,7 @@ usage() {
     cat <<'EOF'
 usage: scripts/build_wheelhouse.sh [--python 3.12] [--arch x86_64] [--glibc 2.39]
                                    [--dest .whl] [--skip-from FILE | --no-skip] [--keep]
-                                   [--dask] [--dry-run] [-- EXTRA_REQUIREMENT ...]
+                                   [--dask] [--cudnn] [--dry-run] [-- EXTRA_REQUIREMENT ...]
 
   --python X.Y     target interpreter version (default 3.12: the H200 image's python3)
   --arch A         x86_64 or aarch64 (default x86_64)
@@ -33,6 +33,9 @@ usage: scripts/build_wheelhouse.sh [--python 3.12] [--arch x86_64] [--glibc 2.39
   --keep           do not empty DIR first
   --dask           add Dask for --gpus/--scheduler: distributed, dask-cuda and bokeh (the dashboard),
                    the requirements of the dask extra in pyproject.toml
+  --cudnn          add the cudnn-frontend Python package (nvidia-cudnn-frontend, without its CuTe DSL
+                   dependencies: the FP8 attention graph runs in the image's cuDNN library), which the
+                   cudnn-fp8 bench backend needs
   --dry-run        print the packages and the pip command, download nothing
   EXTRA_REQUIREMENT  more requirements to add to the stack (e.g. sageattention==1.0.6)
 EOF
@@ -46,6 +49,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 skip_from="$here/gpu_image_packages.txt"
 keep=0
 dask=0
+cudnn=0
 dry_run=0
 extra=()
 # The dask extra of pyproject.toml (tests/test_distribute.py holds the two lists equal).
@@ -63,6 +67,7 @@ while [[ $# -gt 0 ]]; do
         --no-skip) skip_from=""; shift ;;
         --keep) keep=1; shift ;;
         --dask) dask=1; shift ;;
+        --cudnn) cudnn=1; shift ;;
         --dry-run) dry_run=1; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; extra+=("$@"); break ;;
@@ -96,8 +101,13 @@ stack=(papermill nbclient nbformat ipykernel nbconvert jupytext)
 if [[ $dask -eq 1 ]]; then stack+=("${dask_stack[@]}"); fi
 stack+=("${extra[@]}")
 
+# cudnn-frontend alone: its requirements (the CuTe DSL, TVM FFI; hundreds of MB) serve its Python-written
+# engines, not the cuDNN library's FP8 attention that the cudnn-fp8 backend builds.
+cudnn_stack=(nvidia-cudnn-frontend)
+
 if [[ $dry_run -eq 1 ]]; then
     echo "build_wheelhouse: would download: ${stack[*]}"
+    if [[ $cudnn -eq 1 ]]; then echo "build_wheelhouse: and without dependencies: ${cudnn_stack[*]}"; fi
     echo "build_wheelhouse: with: ${pip_cmd[*]} download --only-binary=:all: --python-version $python_version" \
          "--implementation cp ${platforms[*]} --dest $dest"
     exit 0
@@ -110,6 +120,11 @@ echo "build_wheelhouse: downloading ${stack[*]} for cp${python_version/./} ${arc
 "${pip_cmd[@]}" download --quiet --only-binary=:all: \
     --python-version "$python_version" --implementation cp "${platforms[@]}" \
     --dest "$dest" "${stack[@]}"
+if [[ $cudnn -eq 1 ]]; then
+    "${pip_cmd[@]}" download --quiet --no-deps --only-binary=:all: \
+        --python-version "$python_version" --implementation cp "${platforms[@]}" \
+        --dest "$dest" "${cudnn_stack[@]}"
+fi
 
 # PEP 503 name normalisation, so 'jupyter_core-5.7.2-py3-none-any.whl' matches 'jupyter-core'.
 normalise() { tr '[:upper:]' '[:lower:]' | sed -E 's/[-_.]+/-/g'; }

@@ -10,6 +10,7 @@ cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64
 sdpa-*         PyTorch scaled_dot_product_attention with one SDPA backend
 sage           the ``sageattention`` package, when it is installed
 sage2-*        SageAttention2's real CUDA kernels, built from source (``sagelib.backends.sage2``)
+cudnn-fp8      cuDNN's FP8 attention, per-tensor scales (``sagelib.backends.cudnn_fp8``): the speed anchor
 auto           ``cuda-sm90`` on sm_90 (unless SAGELIB_HOPPER=off), ``cuda`` on other GPUs with CuPy, else
                ``reference``
 =============  =============================================================
@@ -64,6 +65,7 @@ _REGISTRY: dict[str, str] = {
     "sage2-sm90": "sagelib.backends.sage2:Sage2Sm90",
     "sage2-sm89": "sagelib.backends.sage2:Sage2Sm89",
     "sage2-sm89-per-warp-fp16": "sagelib.backends.sage2:Sage2Sm89PerWarpFp16",
+    "cudnn-fp8": "sagelib.backends.cudnn_fp8:CudnnFp8",
     "cuda": "sagelib.backends.cuda:CudaBackend",
     "cuda-per-warp-fp16": "sagelib.backends.cuda:CudaPerWarpFp16",
     "cuda-sm90": "sagelib.backends.cuda:CudaSm90Backend",

@@ -57,7 +57,8 @@ SCHEMA = documents.BENCH.id
 
 
 #: Backends that are someone else's work: every other backend's speed is shown as a ratio to these.
-PEERS = ("sage2-sm90", "sage2-sm89", "sage2-sm89-per-warp-fp16", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sage")
+PEERS = ("sage2-sm90", "sage2-sm89", "sage2-sm89-per-warp-fp16", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sage",
+         "cudnn-fp8")
 
 
 #: end_to_end: back to back (CUDA events); kernel_only: inputs quantized ahead; synced: end to end with a sync after

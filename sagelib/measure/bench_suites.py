@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 #: Every backend a full bench times; those that cannot run on the host are skipped, each with its reason.
 SUITE_BACKENDS = ("cuda-sm90", "cuda-sm90-k64", "cuda", "cuda-per-warp-fp16", "sage2-sm90", "sage2-sm89",
-                  "sage2-sm89-per-warp-fp16", "sage", "sdpa-flash", "sdpa-cudnn")
+                  "sage2-sm89-per-warp-fp16", "sage", "sdpa-flash", "sdpa-cudnn", "cudnn-fp8")
 
 
 @dataclass(frozen=True)
