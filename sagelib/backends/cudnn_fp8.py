@@ -6,7 +6,8 @@ it beside ours). What it computes, per call:
 
 1. Q, K and V each divided by ``amax / 448`` (one amax per tensor) and cast to e4m3 (``quantize_per_tensor``);
 2. cuDNN's fused kernel: S = Q8.K8^T x dq x dk x sm_scale in fp32, softmax, P8 = e4m3(P x 448),
-   O = P8.V8 x dv / 448, written in the inputs' dtype (fp16 or bf16).
+   O = P8.V8 x dv / 448, written in the inputs' dtype where cuDNN builds that (Blackwell), else as e4m3
+   O / dv and widened by one more pass (Hopper: cuDNN 9.19 builds fp16/bf16 O only on Blackwell).
 
 Step 1 is plain torch (an amax and a cast per tensor); ``kernel_only`` times step 2 alone. The Python package is
 ``nvidia-cudnn-frontend`` (``pip install nvidia-cudnn-frontend``; the GPU image here has the cuDNN library but
@@ -133,15 +134,17 @@ def _cudnn():
 
 @cache
 def _graph(key: GraphKey) -> "_Graph":
-    """O written in the inputs' dtype where this cuDNN builds it, else in e4m3 and widened after the call."""
-    try:
-        return _Graph(key, fp8_out=False)
-    except Exception as first:  # cudnn-frontend raises its own error types
+    """O written in the inputs' dtype where this cuDNN builds it, else in e4m3 and widened after the call.
+
+    cuDNN 9.19 builds fp16/bf16 O only on Blackwell (it says so, on the H200): Hopper tries e4m3 O first."""
+    e4m3_first = torch.cuda.get_device_capability(key.device)[0] < 10
+    errors = []
+    for fp8_out in (e4m3_first, not e4m3_first):
         try:
-            return _Graph(key, fp8_out=True)
-        except Exception as second:
-            raise InputError(f"cudnn-fp8: cuDNN builds no FP8 attention for {key}: with O in {key.dtype}: "
-                             f"{first}; with O in e4m3: {second}") from second
+            return _Graph(key, fp8_out=fp8_out)
+        except Exception as exc:  # cudnn-frontend raises its own error types
+            errors.append(f"with O in {'e4m3' if fp8_out else key.dtype}: {exc}")
+    raise InputError(f"cudnn-fp8: cuDNN builds no FP8 attention for {key}: {'; '.join(errors)}")
 
 
 class _Graph:
