@@ -9,8 +9,9 @@ it beside ours). What it computes, per call:
    O = P8.V8 x dv / 448, written in the inputs' dtype where cuDNN builds that (Blackwell), else as e4m3
    O / dv and widened by one more pass (Hopper: cuDNN 9.19 builds fp16/bf16 O only on Blackwell).
 
-Step 1 is plain torch (an amax and a cast per tensor); ``kernel_only`` times step 2 alone (with O's widening
-where cuDNN writes e4m3 O: about 0.1 ms of 10 at B2 H32 N16384 D128, :func:`widening_ms` measures it). The Python package is
+Step 1 is plain torch (an amax and a cast per tensor); ``kernel_only`` times step 2 alone, with O's widening
+where cuDNN writes e4m3 O (two torch passes: 0.85 ms of 10.1 at B2 H32 N16384 D128 on the H200, measured by
+:func:`widening_ms`); :meth:`CudnnFp8.graph_only` is the fused graph alone, its e4m3 O left as it is. The Python package is
 ``nvidia-cudnn-frontend`` (``pip install nvidia-cudnn-frontend``; the GPU image here has the cuDNN library but
 not the package: carry it as a wheel, ``scripts/build_wheelhouse.sh --cudnn``). The graph is built once per
 (shape, dtype, causal, sm_scale) and kept.
@@ -86,6 +87,20 @@ class CudnnFp8(Backend):
         def run():
             graph.execute(quantized, out)
             return out.transpose(1, 2) if layout == "NHD" else out
+
+        return run
+
+    def graph_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
+        """A closure that runs cuDNN's fused graph alone on operands quantized ahead, returning O as cuDNN wrote it
+        (e4m3, scaled by 1 / dv, where it cannot write the inputs' dtype): the anchor's own kernel time."""
+        graph, key = self._graph_for(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout)
+        quantized = [quantize_per_tensor(_hnd(t, layout)) for t in (q, k, v)]
+        shape = (key.batch, key.heads, key.seq_q, key.head_dim)
+        out = torch.empty(shape, dtype=torch.float8_e4m3fn if graph.fp8_out else key.dtype, device=q.device)
+
+        def run():
+            graph.execute(quantized, out, widen=False)
+            return out
 
         return run
 
@@ -196,12 +211,16 @@ class _Graph:
         self.p_descale = torch.full((1, 1, 1, 1), 1.0 / E4M3_MAX, dtype=torch.float32, device=device)
         self.one = torch.ones(1, 1, 1, 1, dtype=torch.float32, device=device)
 
-    def execute(self, quantized, out: torch.Tensor) -> None:
-        """O of the quantized operands into ``out`` (the inputs' dtype, [B, H, N, D])."""
+    def execute(self, quantized, out: torch.Tensor, widen: bool = True) -> None:
+        """O of the quantized operands into ``out`` (the inputs' dtype, [B, H, N, D]); with ``widen=False`` and an
+        e4m3 O, ``out`` is that e4m3 O / dv itself."""
         (q8, dq), (k8, dk), (v8, dv) = quantized
         s = self.scalars
         # e4m3 O: |O| <= amax(V) = 448 dv, so O / dv fits e4m3 and is widened by dv after the call
-        o = torch.empty(out.shape, dtype=torch.float8_e4m3fn, device=out.device) if self.fp8_out else out
+        if self.fp8_out and widen:
+            o = torch.empty(out.shape, dtype=torch.float8_e4m3fn, device=out.device)
+        else:
+            o = out
         pack = {self.q: q8, self.k: k8, self.v: v8, s["descale_q"]: dq, s["descale_k"]: dk, s["descale_v"]: dv,
                 s["descale_s"]: self.p_descale, s["scale_s"]: self.p_scale,
                 s["scale_o"]: 1.0 / dv if self.fp8_out else self.one,
@@ -209,7 +228,7 @@ class _Graph:
         cudnn = _cudnn()
         cudnn.set_stream(self.handle, torch.cuda.current_stream(out.device).cuda_stream)
         self.graph.execute(pack, self.workspace, handle=self.handle)
-        if self.fp8_out:  # two passes over O: the widening copy, then the scale in place
+        if self.fp8_out and widen:  # two passes over O: the widening copy, then the scale in place
             out.copy_(o)
             out.mul_(dv)
 
