@@ -7,8 +7,9 @@ heavy_tails) at B1 H8 N4096 D128 fp16, non-causal; every backend usable here run
 compared with exact attention in float64 (relative L1, cosine). A backend that cannot run here is named with why.
 
 Graph time: cuDNN's fused FP8 graph alone (CudnnFp8.graph_only: operands quantized ahead, O left in e4m3 where
-cuDNN cannot write fp16), timed as the bench times (CUDA events, rotated buffers) at B2 H32 N16384, D128 and D64,
-causal and not. On Hopper the bench's cudnn-fp8 kernel_only adds O's widening to fp16; this is the kernel alone.
+cuDNN cannot write fp16) and, in the same run on the same buffers, cuda-sm90's kernel-only call, timed as the
+bench times (CUDA events, rotated buffers) at B2 H32 N16384, D128 and D64, causal and not. On Hopper the bench's
+cudnn-fp8 kernel_only adds O's widening to fp16; this is the kernel alone.
 """
 
 from __future__ import annotations
@@ -40,8 +41,12 @@ def exact(q, k, v):
 
 
 def graph_times(timing: TimingConfig) -> list[dict]:
-    """cuDNN's FP8 graph alone at the bench's long shapes: median ms and TOPS per (head_dim, causal)."""
-    backend = backends.get("cudnn-fp8")
+    """cuDNN's FP8 graph alone at the bench's long shapes, and in the same run, on the same buffers, our Hopper
+    kernel's kernel-only call where it runs: median ms and TOPS per (kernel, head_dim, causal)."""
+    kernels = {"cudnn-fp8 graph alone": lambda qkv, causal: backends.get("cudnn-fp8").graph_only(*qkv, causal=causal)}
+    ours = backends.get("cuda-sm90", require_available=False)
+    if ours.unavailable_reason() is None:
+        kernels["cuda-sm90 kernel only"] = lambda qkv, causal: ours.kernel_only(*qkv, causal=causal)
     device = torch.device("cuda")
     rows = []
     for head_dim in (128, 64):
@@ -50,10 +55,12 @@ def graph_times(timing: TimingConfig) -> list[dict]:
         sets = [random_qkv(shape, torch.float16, device, "HND", seed) for seed in range(buffer_count(per_set, device,
                                                                                                          timing))]
         for causal in (False, True):
-            calls = [backend.graph_only(*qkv, causal=causal) for qkv in sets]
-            stats = summarize(time_calls(calls, device, timing))
-            rows.append({"shape": f"2:32:16384:{head_dim}", "causal": causal, "median_ms": stats.median_ms,
-                         "tops": tops(attention_ops(shape, causal), stats.median_ms)})
+            for name, make in kernels.items():
+                calls = [make(qkv, causal) for qkv in sets]
+                stats = summarize(time_calls(calls, device, timing))
+                rows.append({"kernel": name, "shape": f"2:32:16384:{head_dim}", "causal": causal,
+                             "median_ms": stats.median_ms, "tops": tops(attention_ops(shape, causal), stats.median_ms)})
+                calls.clear()
         sets.clear()
         torch.cuda.empty_cache()
     return rows
@@ -91,7 +98,7 @@ def main(argv=None) -> int:
         print(f"skipped {name}: {reason}")
     graph = [] if args.no_graph_time or "cudnn-fp8" in skipped else graph_times(TimingConfig(reps=20))
     for r in graph:
-        print(f"cudnn-fp8 graph alone  B2 H32 N16384 D{r['shape'].split(':')[-1]:<4} "
+        print(f"{r['kernel']:<22} B2 H32 N16384 D{r['shape'].split(':')[-1]:<4} "
               f"{'causal' if r['causal'] else 'full  '}  {r['median_ms']:.3f} ms  {r['tops']:.1f} TOPS")
     if args.out:
         document = {"schema": "sagelib.fp8-anchor/1", "created_utc": utc_stamp(),
