@@ -30,6 +30,7 @@ from sagelib.measure.timing import (
     time_calls,
     tops,
 )
+from sagelib.records import documents
 from sagelib.records.datafile import utc_stamp
 from sagelib.records.provenance import environment_or_reason
 
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
         print(f"{r['kernel']:<22} B2 H32 N16384 D{r['shape'].split(':')[-1]:<4} "
               f"{'causal' if r['causal'] else 'full  '}  {r['median_ms']:.3f} ms  {r['tops']:.1f} TOPS")
     if args.out:
-        document = {"schema": "sagelib.fp8-anchor/1", "created_utc": utc_stamp(),
+        document = {"schema": documents.FP8_ANCHOR.id, "created_utc": utc_stamp(),
                     "device": torch.cuda.get_device_name(), "shape": "1:8:4096:128", "dtype": "fp16",
                     "environment": environment_or_reason(), "rows": rows, "skipped": skipped,
                     "graph_only": graph, "command": "python3 scripts/fp8_anchor.py " + " ".join(argv or sys.argv[1:])}

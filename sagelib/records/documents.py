@@ -49,16 +49,18 @@ PEER_PARITY = Schema("sagelib.peer-parity/1", "sagelib parity --against sage2",
                      "the contract and our kernels against the real SageAttention2, stage by stage")
 HOST_OVERHEAD = Schema("sagelib.host_overhead/1", "sagelib bench --host-overhead",
                        "host time per call of our backends and SDPA, and TOPS back to back against synced")
+FP8_ANCHOR = Schema("sagelib.fp8-anchor/1", "python3 scripts/fp8_anchor.py",
+                    "cuDNN's FP8 attention beside ours: error against float64, and its graph's time alone")
 
 CURRENT = (BENCH, QUANTIZERS, NCU, MICROBENCH, SWEEP_SM90, SOFTMAX_BESIDE, QUANT_BREAKDOWN, RUN, SASS_EXP_PASS,
            SASS_FINGERPRINT, PEER_PARITY, PARITY_GRID,
-           HOST_OVERHEAD)
+           HOST_OVERHEAD, FP8_ANCHOR)
 #: the softmax-beside documents before the D64 kind (/1) and the rates alone (/2); still read
 SOFTMAX_BESIDE_OLDER = ("sagelib.softmax-beside/1", "sagelib.softmax-beside/2")
 #: schemas of recordings kept in data/results/ that no module writes any more
 RETIRED = (*SOFTMAX_BESIDE_OLDER, "sagelib.contract_study/1",
            "sagelib.fused-q-ab/1", "sagelib.mma-ab/1", "sagelib.profile-run/1", "sagelib.quantizer_ab/1",
-           "sagelib.sm90-runs/1")
+           "sagelib.sm90-runs/1", "sagelib.fp8-anchor-accuracy/1")
 REGISTRY: dict[str, Schema | None] = {s.id: s for s in CURRENT} | {name: None for name in RETIRED}
 
 
