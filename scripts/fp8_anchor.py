@@ -103,7 +103,8 @@ def main(argv=None) -> int:
               f"{'causal' if r['causal'] else 'full  '}  {r['median_ms']:.3f} ms  {r['tops']:.1f} TOPS")
     if args.out:
         document = {"schema": documents.FP8_ANCHOR.id, "created_utc": utc_stamp(),
-                    "device": torch.cuda.get_device_name(), "shape": "1:8:4096:128", "dtype": "fp16",
+                    "device": {"name": torch.cuda.get_device_name(),
+                               "capability": ".".join(map(str, torch.cuda.get_device_capability()))}, "shape": "1:8:4096:128", "dtype": "fp16",
                     "environment": environment_or_reason(), "rows": rows, "skipped": skipped,
                     "graph_only": graph, "command": "python3 scripts/fp8_anchor.py " + " ".join(argv or sys.argv[1:])}
         with open(args.out, "w") as f:
