@@ -11,8 +11,9 @@ it beside ours). What it computes, per call:
 
 Step 1 is plain torch (an amax and a cast per tensor); ``kernel_only`` times step 2 alone, with O's widening
 where cuDNN writes e4m3 O (two torch passes: 0.85 ms of 10.1 at B2 H32 N16384 D128 on the H200, measured by
-:func:`widening_ms`); :meth:`CudnnFp8.graph_only` is the fused graph alone, its e4m3 O left as it is. The Python package is
-``nvidia-cudnn-frontend`` (``pip install nvidia-cudnn-frontend``; the GPU image here has the cuDNN library but
+:func:`widening_ms`); :meth:`CudnnFp8.graph_only` is the fused graph alone, its e4m3 O left as it is.
+
+The Python package is ``nvidia-cudnn-frontend`` (``pip install nvidia-cudnn-frontend``; the GPU image here has the cuDNN library but
 not the package: carry it as a wheel, ``scripts/build_wheelhouse.sh --cudnn``). The graph is built once per
 (shape, dtype, causal, sm_scale) and kept.
 """
@@ -127,8 +128,8 @@ class CudnnFp8(Backend):
                              f"{v.dtype}")
         if not q.is_cuda:
             raise InputError(f"q: cudnn-fp8 runs on a CUDA device; q is on {q.device}")
-        qh, kh = _hnd(q, layout), _hnd(k, layout)
-        if kh.shape[1] != qh.shape[1] or _hnd(v, layout).shape != kh.shape:
+        qh, kh, vh = ((t.transpose(1, 2) if layout == "NHD" else t) for t in (q, k, v))  # views: shapes only
+        if kh.shape[1] != qh.shape[1] or vh.shape != kh.shape:
             raise InputError(f"k, v: cudnn-fp8 here takes as many key/value heads as query heads (q {tuple(q.shape)}, "
                              f"k {tuple(k.shape)}, v {tuple(v.shape)}); expand K and V for grouped-query attention")
         b, h, n_q, d = qh.shape
@@ -157,7 +158,8 @@ def _graph(key: GraphKey) -> "_Graph":
     errors = []
     for fp8_out in (e4m3_first, not e4m3_first):
         try:
-            return _Graph(key, fp8_out=fp8_out)
+            with torch.cuda.device(key.device):
+                return _Graph(key, fp8_out=fp8_out)
         except Exception as exc:  # cudnn-frontend raises its own error types
             errors.append(f"with O in {'e4m3' if fp8_out else key.dtype}: {exc}")
     raise InputError(f"cudnn-fp8: cuDNN builds no FP8 attention for {key}: {'; '.join(errors)}")
@@ -169,7 +171,6 @@ class _Graph:
     def __init__(self, key: GraphKey, fp8_out: bool):
         cudnn = _cudnn()
         self.fp8_out = fp8_out
-        torch.cuda.set_device(key.device)
         self.handle = cudnn.create_handle()
         fp8, f32 = cudnn.data_type.FP8_E4M3, cudnn.data_type.FLOAT
         out_type = cudnn.data_type.HALF if key.dtype == torch.float16 else cudnn.data_type.BFLOAT16
