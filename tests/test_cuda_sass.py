@@ -9,7 +9,7 @@ import json
 import pytest
 
 from sagelib import cli
-from sagelib.cuda import sass
+from sagelib.cuda import instances, sass
 
 # Two functions. In `kern`: a prologue, a masked exp block (two compare-and-selects, two exp2), a branch
 # target with the unmasked exp block (two exp2, no select), and a loop back to it.
@@ -208,8 +208,19 @@ def test_fingerprints_are_reproducible_and_a_changed_one_is_named(tmp_path, caps
     out = tmp_path / "attn.json"
     assert cli.main(["kernels", "fingerprint", "--kernel", "attn_sm90.cu", "--json", str(out)]) == 0
     found = json.loads(out.read_text())["fingerprints"]
-    assert set(found) == {f"attn_sm90.cu: {name}@sm_90a" for name in sass.check.INSTANCES["attn_sm90.cu"]}
-    assert len(set(found.values())) == len(found)  # every instance is its own code
+    builds = instances.builds("attn_sm90.cu")  # the default, and the fp32+fp16 inner level
+    assert set(found) == {f"attn_sm90.cu: {name}{sass.check.variant_suffix(options)}@sm_90a"
+                          for options in builds for name in sass.check.INSTANCES["attn_sm90.cu"]}
+    for options in builds:  # within a build every instance is its own code
+        mine = [h for key, h in found.items() if key.endswith(f"{sass.check.variant_suffix(options)}@sm_90a")
+                and (options or "[" not in key)]
+        assert len(set(mine)) == len(mine) == len(sass.check.INSTANCES["attn_sm90.cu"])
+    # the fp16 inner level leaves the geometry with two channel passes (three consumers at head_dim 128) as it is
+    rotation = "attn_sm90.cu: attn_sm90_kernel<128, 6, 3, 64, false>"
+    fp16 = sass.check.variant_suffix(instances.SM90_FP16_INNER_OPTIONS)
+    assert found[f"{rotation}{fp16}@sm_90a"] == found[f"{rotation}@sm_90a"]
+    assert found[f"attn_sm90.cu: attn_sm90_kernel<128, 4, 2, 128, false>{fp16}@sm_90a"] != \
+        found["attn_sm90.cu: attn_sm90_kernel<128, 4, 2, 128, false>@sm_90a"]
     out = tmp_path / "fp.json"
     argv = ["kernels", "fingerprint", "--kernel", "hopper_smoke.cu"]
     assert cli.main([*argv, "--json", str(out)]) == 0

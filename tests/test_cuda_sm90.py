@@ -325,3 +325,57 @@ def test_a_causal_call_takes_the_causal_instance_where_one_is_built():
     built = instances.INSTANCES["attn_sm90.cu"]
     assert "attn_sm90_kernel<64, 6, 3, 128, true>" in built and "attn_sm90_kernel<64, 6, 3, 128, false>" in built
     assert sum(name.endswith("true>") for name in built) == len(instances.SM90_CAUSAL_ONLY)
+
+
+# ---- the fp32+fp16 inner level (build option SM90_PV_F16; issue 37) ----------------------------------------
+
+# One-pass geometries only: the preset at both head dims (two and three consumers) and cta_k 64 at head_dim 64.
+FP16_INNER_CASES = [
+    (1, 1, 128, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread", None),
+    (17, 17, 64, torch.bfloat16, "NHD", 4, 2, True, "bottom_right", "per_warp", None),
+    (1000, 1000, 128, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread", None),
+    (1000, 1000, 64, torch.bfloat16, "HND", 4, 4, True, "bottom_right", "per_thread", None),
+    (4099, 4099, 128, torch.bfloat16, "HND", 2, 1, True, "top_left", "per_warp", None),
+    (100, 1333, 128, torch.float16, "HND", 4, 2, True, "bottom_right", "per_thread", None),
+    (777, 777, 96, torch.float16, "NHD", 8, 2, False, "bottom_right", "per_thread", None),
+    (1000, 1000, 64, torch.float16, "HND", 4, 4, False, "bottom_right", "per_thread", 64),
+]
+
+
+@gpu
+@pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran,cta_k", FP16_INNER_CASES)
+def test_fp16_inner_level_matches_its_contract_twin(monkeypatch, nq, nkv, d, dtype, layout, hq, hkv, causal, align,
+                                                    gran, cta_k):
+    """pv_accum='fp32+fp16' on the sm_90a kernel against the contract's sm90 preset with the same mode (64-key fp16
+    partials, V at 2.25): the usual parity bars."""
+    _needs_sm90()
+    monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
+    seed = _seed()
+    q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
+    check = parity.check_attention(sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90",
+                                   granularity=gran, pv_accum="fp32+fp16", causal_alignment=align, cta_k=cta_k)
+    print(f"[parity sm90 fp32+fp16 cta_k {cta_k}] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} "
+          f"causal={causal}/{align} {gran}: {check}")
+    assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
+
+
+def test_fp16_inner_level_runs_only_when_asked_and_only_where_it_is_built(monkeypatch):
+    from types import SimpleNamespace
+
+    from sagelib.errors import KernelUnavailable
+
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    monkeypatch.delenv(sm90.FP16_INNER_ENV, raising=False)
+    with pytest.raises(KernelUnavailable, match=f"not yet met its contract twin on a GPU; set {sm90.FP16_INNER_ENV}=1"):
+        sm90.attention(q, q, q, pv_accum="fp32+fp16")
+    plain = SimpleNamespace(pv_accum="fp32+fp32")
+    assert sm90.fp16_inner_options(plain, 128, sm90.PRESET_GEOMETRY) == ()
+    monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
+    asked = SimpleNamespace(pv_accum="fp32+fp16")
+    for width, geometry in ((128, sm90.PRESET_GEOMETRY), (64, sm90.PRESET_D64_GEOMETRY),
+                            (64, sm90.ROTATION_GEOMETRY)):
+        assert sm90.fp16_inner_options(asked, width, geometry) == sm90.FP16_INNER_OPTIONS
+    with pytest.raises(ValueError, match="two channel passes: use cta_k=None"):
+        sm90.fp16_inner_options(asked, 128, sm90.ROTATION_GEOMETRY)
+    with pytest.raises(ValueError, match="q: expected a CUDA tensor"):  # past the mode check: the input's turn
+        sm90.attention(q, q, q, pv_accum="fp32+fp16")

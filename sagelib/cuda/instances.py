@@ -99,7 +99,11 @@ DYNAMIC_SHARED_BYTES: dict[str, int] = {attn_mma(d, f16): attn_mma_shared_bytes(
 #: Builds beyond each file's default that the launcher makes, as extra nvcc options: K without smoothing under the
 #: sm90 preset has 128-token groups, so quant_qk.cu runs it with 128-token blocks (sagelib.backends.kernels.quantizers.quantize_int8).
 #: `sagelib kernels check` and `kernels build` cover every instance of the file in each of them too.
-VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {"quant_qk.cu": (quant_int8_options(QUANT_QK_TILE_ROWS),)}
+#: attn_sm90.cu with the fp32+fp16 inner level (SM90_PV_F16, sagelib.backends.kernels.sm90.FP16_INNER_OPTIONS; the
+#: rotation geometry at head_dim 128, which takes P.V in two channel passes, ignores it and keeps the default's code).
+SM90_FP16_INNER_OPTIONS = ("-DSM90_PV_F16=1",)
+VARIANTS: dict[str, tuple[tuple[str, ...], ...]] = {"quant_qk.cu": (quant_int8_options(QUANT_QK_TILE_ROWS),),
+                                                    "attn_sm90.cu": (SM90_FP16_INNER_OPTIONS,)}
 
 
 def builds(file: str) -> tuple[tuple[str, ...], ...]:

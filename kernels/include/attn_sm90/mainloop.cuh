@@ -20,6 +20,7 @@
 #include "../hopper/warpgroup_regs.cuh"
 #include "../hopper/wgmma.cuh"
 #include "epilogue.cuh"
+#include "fp16_inner.cuh"
 #include "params.cuh"
 #include "pingpong.cuh"
 #include "scheduler.cuh"
@@ -207,6 +208,37 @@ SAGE_DEVICE int block_step_softmax(BlockContext<D, STAGES, Smem> &c, int j, cons
   return stage;
 }
 
+// block_step_batch with the fp32+fp16 inner level (fp16_inner.cuh): the block's first 64-key partial and the next
+// block's Q.K^T go to the tensor cores back to back; once the partial is complete it joins O, and the second
+// partial (a 128-key block's keys 64-127) is issued into the same registers, waited for and joined.
+template <int D, int STAGES, typename Smem, int S_REGS>
+SAGE_DEVICE void block_step_batch_f16(BlockContext<D, STAGES, Smem> &c, int j, int stage, const float (&alpha)[2],
+                                      const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2],
+                                      bool has_next, u64 q_desc) {
+  constexpr int PV_STEPS = S_REGS / 16, FIRST = PV_STEPS < SM90_F16_PARTIAL_STEPS ? PV_STEPS : SM90_F16_PARTIAL_STEPS;
+  u32 partial[D / 4];
+  if (has_next) c.smem.ring.consumer_wait(c.ring);
+  c.turns.wait_turn();
+  c.trace.stamp(j, TRACE_TURN);
+  const u8 *v_tile = c.smem.v[stage];
+  issue_pv_f16<D, PV_STEPS, 0, FIRST>(partial, p, v_tile);
+  if (has_next) issue_scores<D>(s, q_desc, c.smem.k[c.ring.stage]);
+  if (has_next) wgmma_wait<1>();
+  else wgmma_wait<0>();
+  wgmma_pin(partial);
+  join_partial<D, true>(o, alpha, partial);
+  if constexpr (PV_STEPS > FIRST) issue_pv_f16<D, PV_STEPS, FIRST, PV_STEPS - FIRST>(partial, p, v_tile);
+  c.trace.stamp(j, TRACE_ISSUED);
+  wgmma_wait<0>();
+  c.trace.stamp(j, TRACE_COMPLETE);
+  c.turns.pass_turn();
+  wgmma_pin(partial);
+  wgmma_pin(s);
+  warp_release(&c.smem.ring.empty[stage]);
+  if constexpr (PV_STEPS > FIRST) join_partial<D, false>(o, alpha, partial);
+  c.trace.stamp(j, TRACE_FOLDED);
+}
+
 // Block j's second half: the wgmma batch (P.V of block j; with has_next, Q.K^T of the next
 // ring stage with Q operand `q` into `s`), its wait, the stage's release and the fold.
 template <int D, int STAGES, typename Smem, int S_REGS>
@@ -214,6 +246,10 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
                                   const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2], bool has_next,
                                   u64 q_desc) {
   constexpr int PARTS = sm90_pv_parts<typename Smem::Geometry, D>();
+  if constexpr (SM90_PV_F16 && PARTS == 1) {
+    block_step_batch_f16(c, j, stage, alpha, p, s, o, has_next, q_desc);
+    return;
+  }
   float inner[D / 2 / PARTS];
   if (has_next) c.smem.ring.consumer_wait(c.ring);
   c.turns.wait_turn();

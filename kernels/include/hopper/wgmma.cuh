@@ -92,12 +92,14 @@ SAGE_DEVICE void wgmma_pin(T (&acc)[N]) {
 
 #define SAGE_PCT10(tens) \
   "%" #tens "0, %" #tens "1, %" #tens "2, %" #tens "3, %" #tens "4, %" #tens "5, %" #tens "6, %" #tens "7, %" #tens "8, %" #tens "9"
+#define SAGE_ACC16_OPERANDS "{" SAGE_PCT10() ", %10, %11, %12, %13, %14, %15}"
 #define SAGE_ACC32_OPERANDS "{" SAGE_PCT10() ", " SAGE_PCT10(1) ", " SAGE_PCT10(2) ", %30, %31}"
 #define SAGE_ACC64_OPERANDS \
   "{" SAGE_PCT10() ", " SAGE_PCT10(1) ", " SAGE_PCT10(2) ", " SAGE_PCT10(3) ", " SAGE_PCT10(4) ", " SAGE_PCT10(5) ", %60, %61, %62, %63}"
 
 #define SAGE_IO4(c, a, i) c(a[(i)]), c(a[(i) + 1]), c(a[(i) + 2]), c(a[(i) + 3])
 #define SAGE_IO16(c, a, i) SAGE_IO4(c, a, i), SAGE_IO4(c, a, (i) + 4), SAGE_IO4(c, a, (i) + 8), SAGE_IO4(c, a, (i) + 12)
+#define SAGE_IO16A(c, a) SAGE_IO16(c, a, 0)
 #define SAGE_IO32(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16)
 #define SAGE_IO64(c, a) SAGE_IO16(c, a, 0), SAGE_IO16(c, a, 16), SAGE_IO16(c, a, 32), SAGE_IO16(c, a, 48)
 #define SAGE_INOUT_S32(x) "+r"(x)
@@ -189,5 +191,36 @@ SAGE_DEVICE void wgmma_pv_step(float (&o)[HEAD_DIM / 2], const u32 (&p)[4], u64 
     wgmma_m64n64k32_f32_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
   } else {
     wgmma_m64n128k32_f32_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
+  }
+}
+
+// ---- P.V into an f16 accumulator (the contract's fp32+fp16 inner level) -----------------
+// The same element positions as the fp32 forms above, two per 32-bit register: register j holds elements 2j (low
+// half) and 2j + 1 (high half) of the fp32 layout. Half the registers; each k32 step's sum is rounded to fp16.
+
+// O16[64 x 64] (+)= P[64 x 32] . V[32 x 64], 16 registers.
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n64k32_f16_e4m3_e4m3(u32 (&o)[16], const u32 (&p)[4], u64 desc_vt) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n64k32.f16.e4m3.e4m3 ",
+             SAGE_ACC16_OPERANDS ", {%16, %17, %18, %19}, %20, keep, 1, 1;", 21, SAGE_IO16A, o, SAGE_INOUT_S32,
+             SAGE_OUT_S32, "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt));
+}
+
+// O16[64 x 128] (+)= P[64 x 32] . V[32 x 128], 32 registers.
+template <bool ACCUMULATE>
+SAGE_DEVICE void wgmma_m64n128k32_f16_e4m3_e4m3(u32 (&o)[32], const u32 (&p)[4], u64 desc_vt) {
+  SAGE_WGMMA(ACCUMULATE, "wgmma.mma_async.sync.aligned.m64n128k32.f16.e4m3.e4m3 ",
+             SAGE_ACC32_OPERANDS ", {%32, %33, %34, %35}, %36, keep, 1, 1;", 37, SAGE_IO32, o, SAGE_INOUT_S32,
+             SAGE_OUT_S32, "r"(p[0]), "r"(p[1]), "r"(p[2]), "r"(p[3]), "l"(desc_vt));
+}
+
+// The f16-accumulator P.V instruction for a head dim (64 or 128).
+template <int HEAD_DIM, bool ACCUMULATE>
+SAGE_DEVICE void wgmma_pv_step_f16(u32 (&o)[HEAD_DIM / 4], const u32 (&p)[4], u64 desc_vt) {
+  static_assert(HEAD_DIM == 64 || HEAD_DIM == 128, "head_dim 64 or 128");
+  if constexpr (HEAD_DIM == 64) {
+    wgmma_m64n64k32_f16_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
+  } else {
+    wgmma_m64n128k32_f16_e4m3_e4m3<ACCUMULATE>(o, p, desc_vt);
   }
 }
