@@ -353,6 +353,8 @@ else:
 # * An fp16 inner accumulator (the projection above) frees 32 registers a thread at D=128 (190 of
 #   240 with one score buffer), but two full score buffers still need 254 by this model's estimate of row
 #   state and addresses: 14 short. A second buffer of 64 keys (the next block's first half) fits at 222.
+#   Its first step is built on the present schedule (build option SM90_PV_F16: one f16 partial per 64 keys,
+#   joined into O after each; ptxas: no spills) and waits for its first GPU run (log seq 200).
 # * cuDNN's FP8 graph (the anchor above, recorded 2026-12-02) ran 6% faster than our kernel at D=128
 #   and 12% faster causal, and 8-9% slower at D=64, with per-tensor scales that triple the error on the
 #   K-biased input: the 1000 TOPS that issue 37 sets is above what any FP8 attention reached on this card.
