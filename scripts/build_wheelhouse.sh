@@ -161,3 +161,6 @@ EOF
 if [[ $dask -eq 1 ]]; then
     echo "  python3 -c 'import distributed, dask_cuda'   # then: sagelib bench --gpus all ..."
 fi
+if [[ $cudnn -eq 1 ]]; then
+    echo "  python3 -c 'import cudnn'   # then: python3 scripts/fp8_anchor.py, sagelib bench --backends cudnn-fp8,..."
+fi

@@ -71,3 +71,14 @@ def test_on_a_gpu_it_computes_attention_within_fp8_error(causal, layout):
         _, dv = cudnn_fp8.quantize_per_tensor(t(v).contiguous())
         raw = raw.to(q.dtype).mul_(dv)
     assert torch.equal(t(raw), out)
+
+
+def test_the_wheelhouse_script_adds_the_frontend_without_its_dsl_requirements():
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["bash", str(root / "scripts" / "build_wheelhouse.sh"), "--cudnn", "--dry-run"],
+                          capture_output=True, text=True, cwd=root, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "without dependencies: nvidia-cudnn-frontend" in done.stdout
