@@ -208,6 +208,29 @@ SAGE_DEVICE int block_step_softmax(BlockContext<D, STAGES, Smem> &c, int j, cons
   return stage;
 }
 
+// The start and the end of a block's wgmma batch, whatever its inner level. Start: the next ring stage is full
+// (when there is a next block) and it is this warpgroup's turn. End: the last wait, the turn handed on, the
+// registers the batch wrote pinned, the block's stage released, then the last fold (`fold`).
+template <int D, int STAGES, typename Smem>
+SAGE_DEVICE void start_batch(BlockContext<D, STAGES, Smem> &c, int j, bool has_next) {
+  if (has_next) c.smem.ring.consumer_wait(c.ring);
+  c.turns.wait_turn();
+  c.trace.stamp(j, TRACE_TURN);
+}
+template <int D, int STAGES, typename Smem, typename Inner, int S_REGS, typename Fold>
+SAGE_DEVICE void finish_batch(BlockContext<D, STAGES, Smem> &c, int j, int stage, Inner &inner, i32 (&s)[S_REGS],
+                              Fold fold) {
+  c.trace.stamp(j, TRACE_ISSUED);
+  wgmma_wait<0>();
+  c.trace.stamp(j, TRACE_COMPLETE);
+  c.turns.pass_turn();
+  wgmma_pin(inner);
+  wgmma_pin(s);
+  warp_release(&c.smem.ring.empty[stage]);
+  fold();
+  c.trace.stamp(j, TRACE_FOLDED);
+}
+
 // block_step_batch with the fp32+fp16 inner level (fp16_inner.cuh): the block's first 64-key partial and the next
 // block's Q.K^T go to the tensor cores back to back; once the partial is complete it joins O, and the second
 // partial (a 128-key block's keys 64-127) is issued into the same registers, waited for and joined.
@@ -217,9 +240,7 @@ SAGE_DEVICE void block_step_batch_f16(BlockContext<D, STAGES, Smem> &c, int j, i
                                       bool has_next, u64 q_desc) {
   constexpr int PV_STEPS = S_REGS / 16, FIRST = PV_STEPS < SM90_F16_PARTIAL_STEPS ? PV_STEPS : SM90_F16_PARTIAL_STEPS;
   u32 partial[D / 4];
-  if (has_next) c.smem.ring.consumer_wait(c.ring);
-  c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
+  start_batch(c, j, has_next);
   const u8 *v_tile = c.smem.v[stage];
   issue_pv_f16<D, PV_STEPS, 0, FIRST>(partial, p, v_tile);
   if (has_next) issue_scores<D>(s, q_desc, c.smem.k[c.ring.stage]);
@@ -228,15 +249,9 @@ SAGE_DEVICE void block_step_batch_f16(BlockContext<D, STAGES, Smem> &c, int j, i
   wgmma_pin(partial);
   join_partial<D, true>(o, alpha, partial);
   if constexpr (PV_STEPS > FIRST) issue_pv_f16<D, PV_STEPS, FIRST, PV_STEPS - FIRST>(partial, p, v_tile);
-  c.trace.stamp(j, TRACE_ISSUED);
-  wgmma_wait<0>();
-  c.trace.stamp(j, TRACE_COMPLETE);
-  c.turns.pass_turn();
-  wgmma_pin(partial);
-  wgmma_pin(s);
-  warp_release(&c.smem.ring.empty[stage]);
-  if constexpr (PV_STEPS > FIRST) join_partial<D, false>(o, alpha, partial);
-  c.trace.stamp(j, TRACE_FOLDED);
+  finish_batch(c, j, stage, partial, s, [&] {
+    if constexpr (PV_STEPS > FIRST) join_partial<D, false>(o, alpha, partial);
+  });
 }
 
 // Block j's second half: the wgmma batch (P.V of block j; with has_next, Q.K^T of the next
@@ -251,9 +266,7 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
     return;
   }
   float inner[D / 2 / PARTS];
-  if (has_next) c.smem.ring.consumer_wait(c.ring);
-  c.turns.wait_turn();
-  c.trace.stamp(j, TRACE_TURN);
+  start_batch(c, j, has_next);
   if (SM90_ABLATE_PV) {
 #pragma unroll
     for (int i = 0; i < D / 2 / PARTS; ++i) inner[i] = 0.0f;
@@ -268,15 +281,7 @@ SAGE_DEVICE void block_step_batch(BlockContext<D, STAGES, Smem> &c, int j, int s
     fold_block<D, 2, 0>(o, alpha, inner);
     if (!SM90_ABLATE_PV) issue_pv<D / 2>(inner, p, c.smem.v[stage] + D / 2 * Smem::Geometry::BLOCK_KEYS);
   }
-  c.trace.stamp(j, TRACE_ISSUED);
-  wgmma_wait<0>();
-  c.trace.stamp(j, TRACE_COMPLETE);
-  c.turns.pass_turn();
-  wgmma_pin(inner);
-  wgmma_pin(s);
-  warp_release(&c.smem.ring.empty[stage]);
-  fold_block<D, PARTS, PARTS - 1>(o, alpha, inner);
-  c.trace.stamp(j, TRACE_FOLDED);
+  finish_batch(c, j, stage, inner, s, [&] { fold_block<D, PARTS, PARTS - 1>(o, alpha, inner); });
 }
 
 // Every block of a tile.
