@@ -76,49 +76,22 @@ class CudnnFp8(Backend):
         return None
 
     def attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False):
-        run = self._prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, return_lse=return_lse)
-        return run()
-
-    def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
-        graph, key = self._graph_for(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout)
-        hnd = [_hnd(t, layout) for t in (q, k, v)]
-        quantized = [quantize_per_tensor(t) for t in hnd]
-        out = torch.empty(hnd[0].shape, dtype=key.dtype, device=q.device)
-
-        def run():
-            graph.execute(quantized, out)
-            return out.transpose(1, 2) if layout == "NHD" else out
-
-        return run
-
-    def graph_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
-        """A closure that runs cuDNN's fused graph alone on operands quantized ahead, returning O as cuDNN wrote it
-        (e4m3, scaled by 1 / dv, where it cannot write the inputs' dtype): the anchor's own kernel time."""
-        graph, key = self._graph_for(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout)
-        quantized = [quantize_per_tensor(_hnd(t, layout)) for t in (q, k, v)]
-        shape = (key.batch, key.heads, key.seq_q, key.head_dim)
-        out = torch.empty(shape, dtype=torch.float8_e4m3fn if graph.fp8_out else key.dtype, device=q.device)
-
-        def run():
-            graph.execute(quantized, out, widen=False)
-            return out
-
-        return run
-
-    def _prepare(self, q, k, v, *, causal, sm_scale, layout, return_lse):
         check_call(causal=causal, sm_scale=sm_scale, return_lse=return_lse)
         if return_lse:
             raise InputError("return_lse: cudnn-fp8 does not return the log-sum-exp here; use cuda-sm90 or the "
                              "reference backend when lse is needed")
         graph, key = self._graph_for(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout)
+        return _graph_call(graph, key, _quantized(q, k, v, layout), layout)()
 
-        def run():
-            hnd = [_hnd(t, layout) for t in (q, k, v)]
-            out = torch.empty(hnd[0].shape, dtype=key.dtype, device=q.device)
-            graph.execute([quantize_per_tensor(t) for t in hnd], out)
-            return out.transpose(1, 2) if layout == "NHD" else out
+    def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
+        graph, key = self._graph_for(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout)
+        return _graph_call(graph, key, _quantized(q, k, v, layout), layout)
 
-        return run
+    def graph_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
+        """A closure that runs cuDNN's fused graph alone on operands quantized ahead, returning O as cuDNN wrote it
+        ([B, H, N, D]; e4m3, scaled by 1 / dv, where it cannot write the inputs' dtype): the anchor's kernel time."""
+        graph, key = self._graph_for(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout)
+        return _graph_call(graph, key, _quantized(q, k, v, layout), layout, widen=False)
 
     def _graph_for(self, q, k, v, *, causal, sm_scale, layout):
         if layout not in ("HND", "NHD"):
@@ -140,6 +113,25 @@ class CudnnFp8(Backend):
 
 def _hnd(t: torch.Tensor, layout: str) -> torch.Tensor:
     return (t.transpose(1, 2) if layout == "NHD" else t).contiguous()
+
+
+def _quantized(q, k, v, layout: str) -> list:
+    """Q, K and V in HND, each as (e4m3, descale): the graph's operands."""
+    return [quantize_per_tensor(_hnd(t, layout)) for t in (q, k, v)]
+
+
+def _graph_call(graph: "_Graph", key: GraphKey, quantized: list, layout: str, widen: bool = True):
+    """A closure running ``graph`` on ``quantized`` into one output buffer: O in the inputs' dtype and the caller's
+    layout, or (``widen=False``) O as cuDNN wrote it, [B, H, N, D]."""
+    raw = graph.fp8_out and not widen
+    out = torch.empty((key.batch, key.heads, key.seq_q, key.head_dim),
+                      dtype=torch.float8_e4m3fn if raw else key.dtype, device=quantized[0][0].device)
+
+    def run():
+        graph.execute(quantized, out, widen=widen)
+        return out.transpose(1, 2) if widen and layout == "NHD" else out
+
+    return run
 
 
 @cache
