@@ -93,13 +93,18 @@ K64_CASES = [
 @pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran,cta_k",
                          [(*c, None) for c in SM90_CASES] + [(*c, 64) for c in K64_CASES])
 def test_sm90_attention_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k):
+    _assert_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k, "fp32+fp32")
+
+
+def _assert_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k, pv_accum):
+    """sm90.attention on fresh random inputs against the contract's sm90 preset in the same configuration."""
     _needs_sm90()
     seed = _seed()
     q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
     check = parity.check_attention(sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90",
-                                   granularity=gran, pv_accum="fp32+fp32", causal_alignment=align, cta_k=cta_k)
-    print(f"[parity sm90 cta_k {cta_k}] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} causal={causal}/{align} "
-          f"{gran}: {check}")
+                                   granularity=gran, pv_accum=pv_accum, causal_alignment=align, cta_k=cta_k)
+    print(f"[parity sm90 {pv_accum} cta_k {cta_k}] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} "
+          f"causal={causal}/{align} {gran}: {check}")
     assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
 
 
@@ -348,15 +353,8 @@ def test_fp16_inner_level_matches_its_contract_twin(monkeypatch, nq, nkv, d, dty
                                                     gran, cta_k):
     """pv_accum='fp32+fp16' on the sm_90a kernel against the contract's sm90 preset with the same mode (64-key fp16
     partials, V at 2.25): the usual parity bars."""
-    _needs_sm90()
     monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
-    seed = _seed()
-    q, k, v = _inputs(2, hq, hkv, nq, nkv, d, dtype, layout, seed)
-    check = parity.check_attention(sm90.attention, q, k, v, causal=causal, layout=layout, preset="sm90",
-                                   granularity=gran, pv_accum="fp32+fp16", causal_alignment=align, cta_k=cta_k)
-    print(f"[parity sm90 fp32+fp16 cta_k {cta_k}] {nq}x{nkv} d{d} {dtype} {layout} gqa{hq}/{hkv} "
-          f"causal={causal}/{align} {gran}: {check}")
-    assert check["output_passed"], f"{check} (seed={seed}; tolerances {ATTN_REL_L1}, x{ERROR_SLACK}, {LSE_ABS})"
+    _assert_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k, "fp32+fp16")
 
 
 def test_fp16_inner_level_runs_only_when_asked_and_only_where_it_is_built(monkeypatch):
