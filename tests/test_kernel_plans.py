@@ -86,7 +86,7 @@ def _qkv(layout, n_q=300, n_kv=260, heads=(4, 2), d=128, dtype=torch.float16, se
 
 
 def _general(kernel, q, k, v, **call):
-    target = sm90.TARGET if kernel == "sm90" else mma.MMA_TARGET
+    target = sm90.target_for(call["pv_accum"]) if kernel == "sm90" else mma.MMA_TARGET
     p = quantizers.prepare_for(target, q, k, v, flavour=None, smooth_k=True, check_finite=False,
                                **{key: call[key] for key in ("causal", "sm_scale", "layout", "granularity",
                                                              "pv_accum", "causal_alignment")})
@@ -101,14 +101,17 @@ def _general(kernel, q, k, v, **call):
 CASES = [
     ("sm90", dict(layout="HND", causal=False, granularity="per_thread", pv_accum="fp32+fp32", cta_k=None)),
     ("sm90", dict(layout="NHD", causal=True, granularity="per_warp", pv_accum="fp32+fp32", cta_k=64)),
+    ("sm90", dict(layout="HND", causal=True, granularity="per_thread", pv_accum="fp32+fp16", cta_k=None)),
     ("mma", dict(layout="HND", causal=True, granularity="per_thread", pv_accum="fp32+fp16", cta_k=None)),
     ("mma", dict(layout="NHD", causal=False, granularity="per_warp", pv_accum="fp32+fp32", cta_k=None)),
 ]
 
 
-@pytest.mark.parametrize("kernel,call", CASES, ids=[f"{k}-{c['layout']}-{c['granularity']}" for k, c in CASES])
-def test_a_plan_launches_what_the_general_path_launches(doubles, kernel, call):
+@pytest.mark.parametrize("kernel,call", CASES,
+                         ids=[f"{k}-{c['layout']}-{c['granularity']}-{c['pv_accum']}" for k, c in CASES])
+def test_a_plan_launches_what_the_general_path_launches(doubles, monkeypatch, kernel, call):
     general, driver = doubles
+    monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
     call = dict(call, sm_scale=0.1, causal_alignment="top_left")
     q, k, v = _qkv(call["layout"])
     _general(kernel, q, k, v, **call)

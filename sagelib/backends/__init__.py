@@ -1,19 +1,20 @@
 """One attention interface, several implementations, chosen by name.
 
-=============  =============================================================
-name           what runs
-=============  =============================================================
-reference      the executable contract (:mod:`sagelib.contract`), CPU or GPU
-cuda           our kernels in ``kernels/`` through CuPy (needs a CUDA GPU)
-cuda-sm90      our Hopper kernel (sm_90 GPUs: H100, H200)
-cuda-sm90-k64  its three-consumer geometry: the sm90 preset with cta_k 64
-sdpa-*         PyTorch scaled_dot_product_attention with one SDPA backend
-sage           the ``sageattention`` package, when it is installed
-sage2-*        SageAttention2's real CUDA kernels, built from source (``sagelib.backends.sage2``)
-cudnn-fp8      cuDNN's FP8 attention, per-tensor scales (``sagelib.backends.cudnn_fp8``): the speed anchor
-auto           ``cuda-sm90`` on sm_90 (unless SAGELIB_HOPPER=off), ``cuda`` on other GPUs with CuPy, else
-               ``reference``
-=============  =============================================================
+====================  =============================================================
+name                  what runs
+====================  =============================================================
+reference             the executable contract (:mod:`sagelib.contract`), CPU or GPU
+cuda                  our kernels in ``kernels/`` through CuPy (needs a CUDA GPU)
+cuda-sm90             our Hopper kernel (sm_90 GPUs: H100, H200)
+cuda-sm90-k64         its three-consumer geometry: the sm90 preset with cta_k 64
+cuda-sm90-fp16-inner  the sm90 preset with the fp32+fp16 inner level (SAGELIB_SM90_FP16_INNER=1)
+sdpa-*                PyTorch scaled_dot_product_attention with one SDPA backend
+sage                  the ``sageattention`` package, when it is installed
+sage2-*               SageAttention2's real CUDA kernels, built from source (``sagelib.backends.sage2``)
+cudnn-fp8             cuDNN's FP8 attention, per-tensor scales (``sagelib.backends.cudnn_fp8``): the speed anchor
+auto                  ``cuda-sm90`` on sm_90 (unless SAGELIB_HOPPER=off), ``cuda`` on other GPUs with CuPy, else
+                      ``reference``
+====================  =============================================================
 
 Every backend answers the same call as :func:`sagelib.contract.attention`
 (``q, k, v, causal, sm_scale, layout, return_lse``). A backend that cannot run
@@ -70,6 +71,7 @@ _REGISTRY: dict[str, str] = {
     "cuda-per-warp-fp16": "sagelib.backends.cuda:CudaPerWarpFp16",
     "cuda-sm90": "sagelib.backends.cuda:CudaSm90Backend",
     "cuda-sm90-k64": "sagelib.backends.cuda:CudaSm90Rotation",
+    "cuda-sm90-fp16-inner": "sagelib.backends.cuda:CudaSm90Fp16Inner",
 }
 
 

@@ -18,6 +18,8 @@ signature, launched through the driver) whenever it can, and the general path ot
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from sagelib.backends import Backend
@@ -107,9 +109,9 @@ class CudaSm90Backend(CudaBackend):
     #: picks the kernel's geometry (sm90.geometry_for).
     cta_k: int | None = None
 
-    def __init__(self, granularity: str = "per_thread", check_finite: bool = False):
-        super().__init__(granularity=granularity, pv_accum="fp32+fp32", check_finite=check_finite)
-        self.description = f"our Hopper kernel: INT8 QK / e4m3 PV wgmma, TMA, sm90 preset, {granularity}, fp32+fp32"
+    def __init__(self, granularity: str = "per_thread", check_finite: bool = False, pv_accum: str = "fp32+fp32"):
+        super().__init__(granularity=granularity, pv_accum=pv_accum, check_finite=check_finite)
+        self.description = f"our Hopper kernel: INT8 QK / e4m3 PV wgmma, TMA, sm90 preset, {granularity}, {pv_accum}"
 
     def unavailable_reason(self) -> str | None:
         from sagelib.cuda.features import switched_off_reason
@@ -120,6 +122,9 @@ class CudaSm90Backend(CudaBackend):
             return reason
         from sagelib.backends.kernels import sm90
 
+        if self.pv_accum == "fp32+fp16" and os.environ.get(sm90.FP16_INNER_ENV) != "1":
+            return (f"the fp32+fp16 inner level has not yet met its contract twin on a GPU; set {sm90.FP16_INNER_ENV}=1 "
+                    "to run it")
         return sm90.unavailable_reason()
 
     def general_attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False,
@@ -127,14 +132,14 @@ class CudaSm90Backend(CudaBackend):
         from sagelib.backends.kernels import sm90
 
         return sm90.attention(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
-                              granularity=self.granularity, return_lse=return_lse, check_finite=self.check_finite,
-                              cta_k=self.cta_k, causal_alignment=causal_alignment)
+                              granularity=self.granularity, pv_accum=self.pv_accum, return_lse=return_lse,
+                              check_finite=self.check_finite, cta_k=self.cta_k, causal_alignment=causal_alignment)
 
     def kernel_only(self, q, k, v, *, causal=False, sm_scale=None, layout="HND"):
         from sagelib.backends.kernels import sm90
 
-        prepared = sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
-                                    granularity=self.granularity, check_finite=self.check_finite)
+        prepared = sm90.prepare(q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=self.granularity,
+                                pv_accum=self.pv_accum, check_finite=self.check_finite)
         return lambda: sm90.run_attention(prepared, cta_k=self.cta_k)
 
 
@@ -148,3 +153,13 @@ class CudaSm90Rotation(CudaSm90Backend):
         super().__init__(granularity=granularity, check_finite=check_finite)
         self.description = ("our Hopper kernel, three consumer warpgroups: INT8 QK / e4m3 PV wgmma, TMA, "
                             f"sm90 preset with 64-key steps (cta_k 64), {granularity}, fp32+fp32")
+
+
+class CudaSm90Fp16Inner(CudaSm90Backend):
+    """The sm_90a kernel with the fp32+fp16 inner level: P.V accumulates two 64-key partials in f16 registers (V at
+    2.25), joined to the fp32 O once per 128-key block (kernels/include/attn_sm90/fp16_inner.cuh)."""
+
+    name = "cuda-sm90-fp16-inner"
+
+    def __init__(self, granularity: str = "per_thread", check_finite: bool = False):
+        super().__init__(granularity=granularity, check_finite=check_finite, pv_accum="fp32+fp16")

@@ -165,12 +165,16 @@ def check_fp16_inner(pv_accum: str) -> None:
             "(tests/test_cuda_sm90.py), or use pv_accum='fp32+fp32'")
 
 
+def target_for(pv_accum: str) -> KernelTarget:
+    """The operands' target for this inner level (the fp32+fp16 one only where :func:`check_fp16_inner` lets it)."""
+    check_fp16_inner(pv_accum)
+    return TARGET_WITH_FP16_INNER if pv_accum == "fp32+fp16" else TARGET
+
+
 def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="per_thread", pv_accum="fp32+fp32",
             flavour=None, smooth_k=True, causal_alignment="bottom_right", check_finite=True) -> PreparedAttention:
     """Validate and quantize (stages 1, 2, 5) with the sm90 preset, for :func:`run_attention`."""
-    check_fp16_inner(pv_accum)
-    target = TARGET_WITH_FP16_INNER if pv_accum == "fp32+fp16" else TARGET
-    return prepare_for(target, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
+    return prepare_for(target_for(pv_accum), q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, flavour=flavour, smooth_k=smooth_k, causal_alignment=causal_alignment,
                        check_finite=check_finite)
 
