@@ -242,6 +242,18 @@ SAGE_DEVICE void block_step_batch_f16(BlockContext<D, STAGES, Smem> &c, int j, i
   u32 partial[D / 4];
   start_batch(c, j, has_next);
   const u8 *v_tile = c.smem.v[stage];
+  if constexpr (SM90_PV_F16 == 2 && PV_STEPS > FIRST) {  // both partials in flight: the default's registers
+    u32 second[D / 4];
+    issue_pv_f16<D, PV_STEPS, 0, FIRST>(partial, p, v_tile);
+    issue_pv_f16<D, PV_STEPS, FIRST, PV_STEPS - FIRST>(second, p, v_tile);
+    if (has_next) issue_scores<D>(s, q_desc, c.smem.k[c.ring.stage]);
+    finish_batch(c, j, stage, partial, s, [&] {
+      wgmma_pin(second);
+      join_partial<D, true>(o, alpha, partial);
+      join_partial<D, false>(o, alpha, second);
+    });
+    return;
+  }
   issue_pv_f16<D, PV_STEPS, 0, FIRST>(partial, p, v_tile);
   if (has_next) issue_scores<D>(s, q_desc, c.smem.k[c.ring.stage]);
   if (has_next) wgmma_wait<1>();
