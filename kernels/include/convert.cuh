@@ -114,10 +114,11 @@ SAGE_DEVICE u32 e4m3x4(float a, float b, float c, float d) {
   return e4m3x2(a, b) | (e4m3x2(c, d) << 16);
 }
 
-// f16x2 register -> two fp32.
+// f16x2 register -> two fp32. Unpacked in PTX (mov.b32 {lo, hi}) so ptxas reads each half in place
+// (HADD2.F32 with an .H0_H0 / .H1_H1 selector) instead of shifting the high half down first.
 SAGE_DEVICE void half2_bits_to_float2(u32 h2, float &lo, float &hi) {
-  lo = half_bits_to_float((u16)(h2 & 0xffff));
-  hi = half_bits_to_float((u16)(h2 >> 16));
+  asm("{\n\t.reg .f16 l, h;\n\tmov.b32 {l, h}, %2;\n\tcvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+      : "=f"(lo), "=f"(hi) : "r"(h2));
 }
 
 // Fast exp2 (ex2.approx.ftz): the kernels' softmax arithmetic (contract section 4).

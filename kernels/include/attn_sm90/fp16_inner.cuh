@@ -43,8 +43,8 @@ template <int D, bool RESCALE>
 SAGE_DEVICE void join_partial(float (&o)[D / 2], const float (&alpha)[2], const u32 (&partial)[D / 4]) {
 #pragma unroll
   for (int j = 0; j < D / 4; ++j) {
-    const float lo = half_bits_to_float((u16)(partial[j] & 0xffffu));
-    const float hi = half_bits_to_float((u16)(partial[j] >> 16));
+    float lo, hi;
+    half2_bits_to_float2(partial[j], lo, hi);
     if (RESCALE) {
       o[2 * j] = fmaf(o[2 * j], alpha[j % 2], lo);
       o[2 * j + 1] = fmaf(o[2 * j + 1], alpha[j % 2], hi);
