@@ -349,31 +349,23 @@ FP16_INNER_CASES = [
 
 @gpu
 @pytest.mark.parametrize("nq,nkv,d,dtype,layout,hq,hkv,causal,align,gran,cta_k", FP16_INNER_CASES)
-def test_fp16_inner_level_matches_its_contract_twin(monkeypatch, nq, nkv, d, dtype, layout, hq, hkv, causal, align,
-                                                    gran, cta_k):
+def test_fp16_inner_level_matches_its_contract_twin(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k):
     """pv_accum='fp32+fp16' on the sm_90a kernel against the contract's sm90 preset with the same mode (64-key fp16
     partials, V at 2.25): the usual parity bars."""
-    monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
     _assert_matches_contract(nq, nkv, d, dtype, layout, hq, hkv, causal, align, gran, cta_k, "fp32+fp16")
 
 
-def test_fp16_inner_level_runs_only_when_asked_and_only_where_it_is_built(monkeypatch):
+def test_fp16_inner_level_is_built_only_for_the_one_pass_geometries():
     from types import SimpleNamespace
 
-    from sagelib.errors import KernelUnavailable
-
-    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
-    monkeypatch.delenv(sm90.FP16_INNER_ENV, raising=False)
-    with pytest.raises(KernelUnavailable, match=f"not yet met its contract twin on a GPU; set {sm90.FP16_INNER_ENV}=1"):
-        sm90.attention(q, q, q, pv_accum="fp32+fp16")
     plain = SimpleNamespace(pv_accum="fp32+fp32")
     assert sm90.fp16_inner_options(plain, 128, sm90.PRESET_GEOMETRY) == ()
-    monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
     asked = SimpleNamespace(pv_accum="fp32+fp16")
     for width, geometry in ((128, sm90.PRESET_GEOMETRY), (64, sm90.PRESET_D64_GEOMETRY),
                             (64, sm90.ROTATION_GEOMETRY)):
         assert sm90.fp16_inner_options(asked, width, geometry) == sm90.FP16_INNER_OPTIONS
     with pytest.raises(ValueError, match="two channel passes: use cta_k=None"):
         sm90.fp16_inner_options(asked, 128, sm90.ROTATION_GEOMETRY)
-    with pytest.raises(ValueError, match="q: expected a CUDA tensor"):  # past the mode check: the input's turn
+    q = torch.randn(1, 2, 8, 64, dtype=torch.float16)
+    with pytest.raises(ValueError, match="q: expected a CUDA tensor"):  # the mode is accepted: the input's turn
         sm90.attention(q, q, q, pv_accum="fp32+fp16")

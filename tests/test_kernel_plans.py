@@ -86,7 +86,7 @@ def _qkv(layout, n_q=300, n_kv=260, heads=(4, 2), d=128, dtype=torch.float16, se
 
 
 def _general(kernel, q, k, v, **call):
-    target = sm90.target_for(call["pv_accum"]) if kernel == "sm90" else mma.MMA_TARGET
+    target = sm90.TARGET if kernel == "sm90" else mma.MMA_TARGET
     p = quantizers.prepare_for(target, q, k, v, flavour=None, smooth_k=True, check_finite=False,
                                **{key: call[key] for key in ("causal", "sm_scale", "layout", "granularity",
                                                              "pv_accum", "causal_alignment")})
@@ -109,9 +109,8 @@ CASES = [
 
 @pytest.mark.parametrize("kernel,call", CASES,
                          ids=[f"{k}-{c['layout']}-{c['granularity']}-{c['pv_accum']}" for k, c in CASES])
-def test_a_plan_launches_what_the_general_path_launches(doubles, monkeypatch, kernel, call):
+def test_a_plan_launches_what_the_general_path_launches(doubles, kernel, call):
     general, driver = doubles
-    monkeypatch.setenv(sm90.FP16_INNER_ENV, "1")
     call = dict(call, sm_scale=0.1, causal_alignment="top_left")
     q, k, v = _qkv(call["layout"])
     _general(kernel, q, k, v, **call)

@@ -14,7 +14,7 @@ from sagelib.contract.metrics import relative_l1
 
 pytestmark = pytest.mark.gpu
 
-OURS = ["cuda-sm90", "cuda-sm90-k64", "cuda", "cuda-per-warp-fp16"]
+OURS = ["cuda-sm90", "cuda-sm90-k64", "cuda-sm90-fp16-inner", "cuda", "cuda-per-warp-fp16"]
 
 
 def _backend(name):

@@ -7,7 +7,7 @@ reference             the executable contract (:mod:`sagelib.contract`), CPU or 
 cuda                  our kernels in ``kernels/`` through CuPy (needs a CUDA GPU)
 cuda-sm90             our Hopper kernel (sm_90 GPUs: H100, H200)
 cuda-sm90-k64         its three-consumer geometry: the sm90 preset with cta_k 64
-cuda-sm90-fp16-inner  the sm90 preset with the fp32+fp16 inner level (SAGELIB_SM90_FP16_INNER=1)
+cuda-sm90-fp16-inner  the sm90 preset with the fp32+fp16 inner level (P.V in 64-key fp16 partials)
 sdpa-*                PyTorch scaled_dot_product_attention with one SDPA backend
 sage                  the ``sageattention`` package, when it is installed
 sage2-*               SageAttention2's real CUDA kernels, built from source (``sagelib.backends.sage2``)

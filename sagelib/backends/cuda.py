@@ -18,8 +18,6 @@ signature, launched through the driver) whenever it can, and the general path ot
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from sagelib.backends import Backend
@@ -122,9 +120,6 @@ class CudaSm90Backend(CudaBackend):
             return reason
         from sagelib.backends.kernels import sm90
 
-        if self.pv_accum == "fp32+fp16" and os.environ.get(sm90.FP16_INNER_ENV) != "1":
-            return (f"the fp32+fp16 inner level has not yet met its contract twin on a GPU; set {sm90.FP16_INNER_ENV}=1 "
-                    "to run it")
         return sm90.unavailable_reason()
 
     def general_attention(self, q, k, v, *, causal=False, sm_scale=None, layout="HND", return_lse=False,

@@ -26,7 +26,8 @@ import torch
 from sagelib.errors import InputError
 
 #: what ``backend`` may name: auto, the contract, our kernels
-BACKENDS = ("auto", "reference", "cuda-sm90", "cuda-sm90-k64", "cuda", "cuda-per-warp-fp16")
+BACKENDS = ("auto", "reference", "cuda-sm90", "cuda-sm90-k64", "cuda-sm90-fp16-inner", "cuda",
+            "cuda-per-warp-fp16")
 CAST_DTYPES = (torch.float16, torch.bfloat16)
 OP_NAME = "sagelib::attention"
 

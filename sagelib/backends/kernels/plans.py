@@ -67,7 +67,7 @@ class Plan:
 
     def __init__(self, kernel: str, q, k, v, *, causal, sm_scale, layout, granularity, pv_accum, causal_alignment,
                  cta_k, stream: int):
-        target = sm90.target_for(pv_accum) if kernel == "sm90" else mma.MMA_TARGET
+        target = sm90.TARGET if kernel == "sm90" else mma.MMA_TARGET
         shapes, width, flavour = checked_call(target, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout,
                                               granularity=granularity, pv_accum=pv_accum, flavour=None,
                                               smooth_k=True, causal_alignment=causal_alignment, check_finite=False)

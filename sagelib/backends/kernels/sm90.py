@@ -54,10 +54,9 @@ Q_SLOTS = 2  #: Q tiles in shared memory (kernels/include/attn_sm90/geometry.cuh
 SMEM_ALIGN = 1024  #: the kernel aligns its tiles to the swizzle atom itself; this much slack is requested
 SMEM_STRUCT_ALIGN = 8  #: Sm90Smem's alignment (its mbarriers are 64-bit), so its size is a multiple of 8
 SMEM_LIMIT = 227 * 1024  #: dynamic shared memory one CTA may have on sm_90
-PV_ACCUM = ("fp32+fp32",)  #: the modes the kernel runs for every caller
-#: the fp32+fp16 inner level (kernels/include/attn_sm90/fp16_inner.cuh, build option SM90_PV_F16): built, and run
-#: only where this variable is 1 until it has met its contract twin on a GPU (issue 37)
-FP16_INNER_ENV = "SAGELIB_SM90_FP16_INNER"
+#: the modes the kernel runs: fp32+fp16 is the inner level of kernels/include/attn_sm90/fp16_inner.cuh (build
+#: option SM90_PV_F16), one-pass geometries only
+PV_ACCUM = ("fp32+fp32", "fp32+fp16")
 FP16_INNER_OPTIONS = instances.SM90_FP16_INNER_OPTIONS
 TRACE_BLOCKS, TRACE_PRODUCER = 64, 8  #: the block rows and the producer's warp slot of the trace
 TRACE_SHAPE = (9, TRACE_BLOCKS + 32, 6)  #: warps (8 consumer, the producer) x (blocks, tiles) x points (trace.cuh)
@@ -152,29 +151,12 @@ def check_stages(head_dim: int, stages: int | None, geometry: Geometry | None = 
 
 #: The operands the kernel reads: the sm90 preset's quantizers, with V in the sm89 token order.
 TARGET = KernelTarget(PRESET, PV_ACCUM, "the sm_90a kernel", permute_v=True)
-TARGET_WITH_FP16_INNER = KernelTarget(PRESET, (*PV_ACCUM, "fp32+fp16"), "the sm_90a kernel", permute_v=True)
-
-
-def check_fp16_inner(pv_accum: str) -> None:
-    """KernelUnavailable for ``pv_accum="fp32+fp16"`` unless :data:`FP16_INNER_ENV` is 1: the kernel builds the
-    mode, but it has not yet been run against its contract twin on a GPU."""
-    if pv_accum == "fp32+fp16" and os.environ.get(FP16_INNER_ENV) != "1":
-        raise KernelUnavailable(
-            "pv_accum: 'fp32+fp16' on the sm_90a kernel is built (kernels/include/attn_sm90/fp16_inner.cuh) but has "
-            f"not yet met its contract twin on a GPU; set {FP16_INNER_ENV}=1 to run it for that check "
-            "(tests/test_cuda_sm90.py), or use pv_accum='fp32+fp32'")
-
-
-def target_for(pv_accum: str) -> KernelTarget:
-    """The operands' target for this inner level (the fp32+fp16 one only where :func:`check_fp16_inner` lets it)."""
-    check_fp16_inner(pv_accum)
-    return TARGET_WITH_FP16_INNER if pv_accum == "fp32+fp16" else TARGET
 
 
 def prepare(q, k, v, *, causal=False, sm_scale=None, layout="HND", granularity="per_thread", pv_accum="fp32+fp32",
             flavour=None, smooth_k=True, causal_alignment="bottom_right", check_finite=True) -> PreparedAttention:
     """Validate and quantize (stages 1, 2, 5) with the sm90 preset, for :func:`run_attention`."""
-    return prepare_for(target_for(pv_accum), q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
+    return prepare_for(TARGET, q, k, v, causal=causal, sm_scale=sm_scale, layout=layout, granularity=granularity,
                        pv_accum=pv_accum, flavour=flavour, smooth_k=smooth_k, causal_alignment=causal_alignment,
                        check_finite=check_finite)
 
@@ -273,7 +255,6 @@ def fp16_inner_options(p: PreparedAttention, width: int, geometry: Geometry) -> 
     takes P.V in two channel passes (three consumers at head_dim 128) has no such build."""
     if p.pv_accum != "fp32+fp16":
         return ()
-    check_fp16_inner(p.pv_accum)
     if geometry.consumers == 3 and width == 128:
         raise InputError(f"pv_accum: 'fp32+fp16' is built for the one-pass geometries; {geometry} at head_dim {width} "
                          "takes P.V in two channel passes: use cta_k=None (the preset's 128) at head_dim 128")
