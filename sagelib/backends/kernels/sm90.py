@@ -46,7 +46,7 @@ from sagelib.cuda import instances
 from sagelib.cuda.build import load_function, macro_options
 from sagelib.cuda.prepared import LaunchSpec, run_spec
 from sagelib.cuda.tma import tensor_map
-from sagelib.errors import InputError, KernelUnavailable
+from sagelib.errors import InputError
 
 PRESET = "sm90"
 ARCH = "sm_90a"
