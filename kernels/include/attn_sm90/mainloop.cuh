@@ -231,38 +231,29 @@ SAGE_DEVICE void finish_batch(BlockContext<D, STAGES, Smem> &c, int j, int stage
   c.trace.stamp(j, TRACE_FOLDED);
 }
 
-// block_step_batch with the fp32+fp16 inner level (fp16_inner.cuh): the block's first 64-key partial and the next
-// block's Q.K^T go to the tensor cores back to back; once the partial is complete it joins O, and the second
-// partial (a 128-key block's keys 64-127) is issued into the same registers, waited for and joined.
+// block_step_batch with the fp32+fp16 inner level (fp16_inner.cuh): the block's 64-key partials (two for a
+// 128-key block, each in its own f16 registers) and the next block's Q.K^T go to the tensor cores back to back; after
+// the wait the partials join O in key order. The partials take the registers of the fp32 inner level.
 template <int D, int STAGES, typename Smem, int S_REGS>
 SAGE_DEVICE void block_step_batch_f16(BlockContext<D, STAGES, Smem> &c, int j, int stage, const float (&alpha)[2],
                                       const u32 (&p)[S_REGS / 16][4], i32 (&s)[S_REGS], float (&o)[D / 2],
                                       bool has_next, u64 q_desc) {
-  constexpr int PV_STEPS = S_REGS / 16, FIRST = PV_STEPS < SM90_F16_PARTIAL_STEPS ? PV_STEPS : SM90_F16_PARTIAL_STEPS;
-  u32 partial[D / 4];
+  constexpr int PV_STEPS = S_REGS / 16;
+  constexpr int STEPS = PV_STEPS < SM90_F16_PARTIAL_STEPS ? PV_STEPS : SM90_F16_PARTIAL_STEPS;
+  constexpr int PARTIALS = PV_STEPS / STEPS;
+  static_assert(PARTIALS * STEPS == PV_STEPS && PARTIALS <= 2, "a block is one or two 64-key partials");
+  u32 partial[PARTIALS][D / 4];
   start_batch(c, j, has_next);
   const u8 *v_tile = c.smem.v[stage];
-  if constexpr (SM90_PV_F16 == 2 && PV_STEPS > FIRST) {  // both partials in flight: the default's registers
-    u32 second[D / 4];
-    issue_pv_f16<D, PV_STEPS, 0, FIRST>(partial, p, v_tile);
-    issue_pv_f16<D, PV_STEPS, FIRST, PV_STEPS - FIRST>(second, p, v_tile);
-    if (has_next) issue_scores<D>(s, q_desc, c.smem.k[c.ring.stage]);
-    finish_batch(c, j, stage, partial, s, [&] {
-      wgmma_pin(second);
-      join_partial<D, true>(o, alpha, partial);
-      join_partial<D, false>(o, alpha, second);
-    });
-    return;
-  }
-  issue_pv_f16<D, PV_STEPS, 0, FIRST>(partial, p, v_tile);
+  issue_pv_f16<D, PV_STEPS, 0, STEPS>(partial[0], p, v_tile);
+  if constexpr (PARTIALS == 2) issue_pv_f16<D, PV_STEPS, STEPS, STEPS>(partial[1], p, v_tile);
   if (has_next) issue_scores<D>(s, q_desc, c.smem.k[c.ring.stage]);
-  if (has_next) wgmma_wait<1>();
-  else wgmma_wait<0>();
-  wgmma_pin(partial);
-  join_partial<D, true>(o, alpha, partial);
-  if constexpr (PV_STEPS > FIRST) issue_pv_f16<D, PV_STEPS, FIRST, PV_STEPS - FIRST>(partial, p, v_tile);
-  finish_batch(c, j, stage, partial, s, [&] {
-    if constexpr (PV_STEPS > FIRST) join_partial<D, false>(o, alpha, partial);
+  finish_batch(c, j, stage, partial[0], s, [&] {
+    join_partial<D, true>(o, alpha, partial[0]);
+    if constexpr (PARTIALS == 2) {
+      wgmma_pin(partial[1]);
+      join_partial<D, false>(o, alpha, partial[1]);
+    }
   });
 }
 
