@@ -269,7 +269,7 @@ results.headline("64-key / 128-key step error, worst case",
 plots.table(step_rows)
 
 # %% [markdown]
-# ## An fp16 inner accumulator at D=128 (a projection, before it is built)
+# ## An fp16 inner accumulator at D=128 (the projection made before it was built)
 # At D=128 O (fp32), the fp32 inner P.V accumulator and the scores take 192 of the SM's 256 KB of
 # registers, so a second score buffer does not fit. The contract's `fp32+fp16` mode halves the inner
 # accumulator; on the sm90 preset it is joined into O every 64 keys, two fp16 partials per 128-key block
@@ -323,6 +323,53 @@ else:
                      "--out FILE.json` on an sm_90 GPU with cudnn-frontend installed and keep the file there."))
 
 # %% [markdown]
+# ## The fp16 inner level as built (measured)
+# The level is built (`kernels/include/attn_sm90/fp16_inner.cuh`, backend `cuda-sm90-fp16-inner`): each 128-key
+# block's P.V runs as two 64-key partials in f16 registers, both in flight with the next block's Q.K^T, joined into
+# the fp32 O after the wait. It matches its contract twin (`tests/test_cuda_sm90.py`). Below, from the newest
+# recordings: its speed beside the default and the peers in one bench, its error against float64, and where its
+# time goes: the trace's block period and Nsight Compute's instruction count of both builds. From those, the bound
+# of the two-score-buffer structure the freed registers were meant for: the two consumers' softmaxes side by side
+# (log seq 95) plus the joins' measured cost, with nothing for the fold or P.V's round trip (so optimistic).
+
+# %%
+level = fp16_inner.find_recordings()
+level_rows = fp16_inner.speed_rows(level.bench) if level.bench else []
+results.add("fp16 inner level: speed beside the default and the peers (recorded)", level_rows)
+if level_rows:
+    display(Markdown(f"Bench recorded in `{level.bench_path.name}` ({level.bench['created_utc'][:10]}), "
+                     "B2 H32 N16384 fp16, every backend in the same run."))
+    bars = ("fp32+fp16 end to end", "fp32+fp32 end to end", "sage2-sm90", "cudnn-fp8")
+    fig = plots.grouped_bars([r["case"] for r in level_rows], {k: [r[k] or 0 for r in level_rows] for k in bars},
+                             ylabel="TOPS end to end (recorded)", value_format="%.0f",
+                             title="The fp32+fp16 inner level against the default and the peers, B2 H32 N16384")
+    results.figure(fig, "fp16_inner_speed")
+    results.headline("fp32+fp16 / fp32+fp32 end to end at D128 N16384",
+                     next(r["fp32+fp16 / fp32+fp32"] for r in level_rows if r["case"] == "D128"),
+                     note=f"recorded in {level.bench_path.name}")
+    display(plots.table(level_rows))
+    if level.accuracy:
+        display(plots.table(fp8_anchor.accuracy_rows(level.accuracy)))
+    if level.trace_text and level.ncu:
+        periods = fp16_inner.block_periods(level.trace_text)
+        instructions = {mode: fp16_inner.warp_instructions(doc) for mode, doc in level.ncu.items()}
+        display(Markdown(f"Warp instructions per launch (ncu, B1 H32 N4096 D128): fp32+fp32 "
+                         f"{instructions['fp32+fp32']:,}, fp32+fp16 {instructions['fp32+fp16']:,} "
+                         f"({instructions['fp32+fp16'] / instructions['fp32+fp32'] - 1:+.0%}); block periods from "
+                         f"`{level.trace_path.name}`."))
+        default_kernel_only = next(r["fp32+fp32 kernel only"] for r in level_rows if r["case"] == "D128")
+        bound_rows = fp16_inner.period_bound(default_kernel_only, periods)
+        results.add("fp16 inner level: block periods and the two-buffer bound", bound_rows)
+        results.headline("two score buffers with the fp16 level, best-case kernel-only TOPS at D128",
+                         next(r["kernel-only TOPS"] for r in bound_rows if r["period from"] == "projection"),
+                         note="projection from the recorded trace and seq 95; the target is 1050")
+        display(plots.table(bound_rows))
+else:
+    display(Markdown("No bench recording with `cuda-sm90-fp16-inner` in `data/results/`: run `sagelib bench "
+                     "--backends cuda-sm90,cuda-sm90-fp16-inner,sage2-sm90,sdpa-cudnn,cudnn-fp8 --shapes "
+                     "2:32:16384:128,2:32:16384:64 --causal no,yes --out FILE.json` on an sm_90 GPU."))
+
+# %% [markdown]
 # ## Reading: the structure to build on
 # * The portable 4-warp kernel cannot hold two-level accumulation, Q fragments and a
 #   64-key S tile in 255 registers at D=128: the spills the research log fought are
@@ -353,8 +400,13 @@ else:
 # * An fp16 inner accumulator (the projection above) frees 32 registers a thread at D=128 (190 of
 #   240 with one score buffer), but two full score buffers still need 254 by this model's estimate of row
 #   state and addresses: 14 short. A second buffer of 64 keys (the next block's first half) fits at 222.
-#   Its first step is built on the present schedule (build option SM90_PV_F16: one f16 partial per 64 keys,
-#   joined into O after each; ptxas: no spills) and waits for its first GPU run (log seq 200).
+#   Built and measured (log seq 201-202, the section above): exact to its contract and as accurate as
+#   fp32+fp32 (k_outliers 0.0380 against 0.0379; SageAttention2's sm89 fp32+fp16 0.0384), but 0.88x the
+#   default's speed at D=128 and 0.92-0.98x at D=64. It costs instructions, not registers: a conversion and an
+#   add per O element per 64-key partial, +37% warp instructions at D=128, and the period grew from 2,291 to
+#   2,614 cycles. Wgmma runs e4m3 into f16 at the f32 rate on Hopper, so registers are all it buys, and with
+#   the softmaxes side by side and its joins the two-buffer structure would at best reach ~940-960 TOPS kernel
+#   only, under the 1,050 target; it was not built.
 # * cuDNN's FP8 graph (the anchor above, recorded 2026-12-02) ran 6% faster than our kernel at D=128
 #   and 12% faster causal, and 8-9% slower at D=64, with per-tensor scales that triple the error on the
 #   K-biased input: the 1000 TOPS that issue 37 sets is above what any FP8 attention reached on this card.
