@@ -401,11 +401,11 @@ else:
 #   240 with one score buffer), but two full score buffers still need 254 by this model's estimate of row
 #   state and addresses: 14 short. A second buffer of 64 keys (the next block's first half) fits at 222.
 #   Built and measured (log seq 201-202, the section above): exact to its contract and as accurate as
-#   fp32+fp32 (k_outliers 0.0380 against 0.0379; SageAttention2's sm89 fp32+fp16 0.0384), but 0.88x the
-#   default's speed at D=128 and 0.92-0.98x at D=64. It costs instructions, not registers: a conversion and an
+#   fp32+fp32 (k_outliers 0.0380 against 0.0379; SageAttention2's sm89 fp32+fp16 0.0384), but 0.90x the
+#   default's speed at D=128 and 0.95-0.98x at D=64. It costs instructions, not registers: a conversion and an
 #   add per O element per 64-key partial, +37% warp instructions at D=128, and the period grew from 2,291 to
 #   2,614 cycles. Wgmma runs e4m3 into f16 at the f32 rate on Hopper, so registers are all it buys, and with
-#   the softmaxes side by side and its joins the two-buffer structure would at best reach ~940-960 TOPS kernel
+#   the softmaxes side by side and its joins the two-buffer structure would at best reach ~940 TOPS kernel
 #   only, under the 1,050 target; it was not built.
 # * cuDNN's FP8 graph (the anchor above, recorded 2026-12-02) ran 6% faster than our kernel at D=128
 #   and 12% faster causal, and 8-9% slower at D=64, with per-tensor scales that triple the error on the

@@ -7,12 +7,12 @@
 // within the parity bars, not bit for bit).
 // Registers: one f16 accumulator per partial (D / 4 per thread: 32 at D=128), both in flight with the next block's
 // Q.K^T, so the level takes the fp32 inner level's registers (64 at D=128). A build with one accumulator, the second
-// partial issued after the first was joined (32 registers), ran at the same speed at D=128 and 4-5% slower at D=64
+// partial issued after the first was joined (32 registers), ran at the same speed at D=128 and 4-6% slower at D=64
 // (log seq 201-202; tree c8448fb has it): the level costs instructions (two conversions and an add per O element per
 // partial), not registers.
 // Ownership as mainloop.cuh: each consumer warpgroup owns its 64 rows' O, P and partials in registers.
 // Only the one-pass geometries (sm90_pv_parts 1) take it; the launcher refuses it for the rotation geometry.
-// Status (2026-12-02): matches its contract twin on the H200 (tests/test_cuda_sm90.py); 0.88x the default's speed at
+// Status (2026-12-02): matches its contract twin on the H200 (tests/test_cuda_sm90.py); 0.90x the default's speed at
 // D=128, 0.95-0.98x at D=64 (backend cuda-sm90-fp16-inner).
 #pragma once
 #include "../convert.cuh"
