@@ -81,7 +81,6 @@ def register_budget(head_dim: int = 128) -> list[dict]:
     return rows
 
 
-
 # ---- after the build: the measured level and the bound it sets ------------------------------------------------
 
 OPTION, DEFAULT = "cuda-sm90-fp16-inner", "cuda-sm90"
