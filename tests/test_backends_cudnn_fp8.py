@@ -82,3 +82,12 @@ def test_the_wheelhouse_script_adds_the_frontend_without_its_dsl_requirements():
                           capture_output=True, text=True, cwd=root, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "without dependencies: nvidia-cudnn-frontend" in done.stdout
+
+
+def test_widening_multiplies_the_e4m3_output_back_by_vs_descale():
+    o = torch.tensor([[1.0, -2.5, 448.0, 0.0]]).to(torch.float8_e4m3fn)  # O / dv as cuDNN writes it
+    dv = torch.full((1, 1), 0.01)
+    out = torch.empty(1, 4, dtype=torch.float16)
+    cudnn_fp8.widen_e4m3(o, out, dv)
+    expected = torch.tensor([[0.01, -0.025, 4.48, 0.0]])
+    assert torch.allclose(out.float(), expected, rtol=1e-3, atol=0)
