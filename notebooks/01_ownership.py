@@ -344,21 +344,21 @@ if level_rows:
                              ylabel="TOPS end to end (recorded)", value_format="%.0f",
                              title="The fp32+fp16 inner level against the default and the peers, B2 H32 N16384")
     results.figure(fig, "fp16_inner_speed")
-    results.headline("fp32+fp16 / fp32+fp32 end to end at D128 N16384",
-                     next(r["fp32+fp16 / fp32+fp32"] for r in level_rows if r["case"] == "D128"),
-                     note=f"recorded in {level.bench_path.name}")
+    d128 = next((r for r in level_rows if r["case"] == "D128"), None)
+    if d128:
+        results.headline("fp32+fp16 / fp32+fp32 end to end at D128 N16384", d128["fp32+fp16 / fp32+fp32"],
+                         note=f"recorded in {level.bench_path.name}")
     display(plots.table(level_rows))
     if level.accuracy:
         display(plots.table(fp8_anchor.accuracy_rows(level.accuracy)))
-    if level.trace_text and level.ncu:
+    if level.trace_text and level.ncu and d128 and d128["fp32+fp32 kernel only"]:
         periods = fp16_inner.block_periods(level.trace_text)
         instructions = {mode: fp16_inner.warp_instructions(doc) for mode, doc in level.ncu.items()}
         display(Markdown(f"Warp instructions per launch (ncu, B1 H32 N4096 D128): fp32+fp32 "
                          f"{instructions['fp32+fp32']:,}, fp32+fp16 {instructions['fp32+fp16']:,} "
                          f"({instructions['fp32+fp16'] / instructions['fp32+fp32'] - 1:+.0%}); block periods from "
                          f"`{level.trace_path.name}`."))
-        default_kernel_only = next(r["fp32+fp32 kernel only"] for r in level_rows if r["case"] == "D128")
-        bound_rows = fp16_inner.period_bound(default_kernel_only, periods)
+        bound_rows = fp16_inner.period_bound(d128["fp32+fp32 kernel only"], periods)
         results.add("fp16 inner level: block periods and the two-buffer bound", bound_rows)
         results.headline("two score buffers with the fp16 level, best-case kernel-only TOPS at D128",
                          next(r["kernel-only TOPS"] for r in bound_rows if r["period from"] == "projection"),

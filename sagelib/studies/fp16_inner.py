@@ -113,14 +113,8 @@ def find_recordings(directory: str | Path = documents.RESULTS_DIR) -> Recordings
     """The newest bench and accuracy recordings that hold the option, and the newest trace and ncu recordings of the
     level (``*-fp16-inner-traces-*.txt``, ``*-fp16-inner-ncu-{default,f16}-*.json``)."""
     found = Recordings()
-    for document, path in reversed(documents.load_all(directory, documents.BENCH.id)):
-        if any(r.get("backend") == OPTION for r in document.get("records", [])):
-            found.bench, found.bench_path = document, path
-            break
-    for document, path in reversed(documents.load_all(directory, documents.FP8_ANCHOR.id)):
-        if any(r.get("backend") == OPTION for r in document.get("rows", [])):
-            found.accuracy, found.accuracy_path = document, path
-            break
+    found.bench, found.bench_path = _newest_with_option(directory, documents.BENCH.id, "records")
+    found.accuracy, found.accuracy_path = _newest_with_option(directory, documents.FP8_ANCHOR.id, "rows")
     directory = Path(directory)
     traces = sorted(directory.glob("*-fp16-inner-traces-*.txt"))
     if traces:
@@ -131,6 +125,14 @@ def find_recordings(directory: str | Path = documents.RESULTS_DIR) -> Recordings
         found.ncu_paths = {mode: paths[-1] for mode, paths in ncu.items()}
         found.ncu = {mode: json.loads(path.read_text()) for mode, path in found.ncu_paths.items()}
     return found
+
+
+def _newest_with_option(directory, schema: str, rows_key: str) -> tuple[dict | None, Path | None]:
+    """The newest ``schema`` recording one of whose ``rows_key`` rows is the option's, or (None, None)."""
+    for document, path in reversed(documents.load_all(directory, schema)):
+        if any(r.get("backend") == OPTION for r in document.get(rows_key, [])):
+            return document, path
+    return None, None
 
 
 def speed_rows(document: dict) -> list[dict]:
